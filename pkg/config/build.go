@@ -1,0 +1,346 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+)
+
+// builder turns a rawConfig into a Config: defaults and the inheritance of
+// global values into each vCenter happen here and nowhere else.
+type builder struct {
+	d        *decoder
+	warnings []Diagnostic
+	// origin maps a typed field path to the raw path its value came from,
+	// when different (inherited from global).
+	origin map[string]string
+}
+
+func (b *builder) warnf(path, format string, args ...any) {
+	b.warnings = append(b.warnings, Diagnostic{Pos: b.position(path), Field: path, Key: b.d.written[path], Message: fmt.Sprintf(format, args...)})
+}
+
+func (b *builder) errorf(path, format string, args ...any) {
+	b.d.diags = append(b.d.diags, Diagnostic{Pos: b.position(path), Field: path, Key: b.d.written[path], Message: fmt.Sprintf(format, args...)})
+}
+
+// position finds where a path (or the value it inherited) was written,
+// falling back to its nearest written parent.
+func (b *builder) position(path string) Position {
+	for p := path; p != ""; p = parentPath(p) {
+		if pos, ok := b.d.pos[p]; ok {
+			return pos
+		}
+		if o, ok := b.origin[p]; ok {
+			if pos, ok := b.d.pos[o]; ok {
+				return pos
+			}
+		}
+	}
+	return Position{File: b.d.file}
+}
+
+// parentPath strips the last element: a.b[0] -> a.b, a["x"].c -> a["x"], a -> "".
+func parentPath(p string) string {
+	if strings.HasSuffix(p, "]") {
+		if i := strings.LastIndex(p, "["); i > 0 {
+			return p[:i]
+		}
+	}
+	inQuote := false
+	for i := len(p) - 1; i >= 0; i-- {
+		switch p[i] {
+		case '"':
+			inQuote = !inQuote
+		case '.':
+			if !inQuote {
+				return p[:i]
+			}
+		}
+	}
+	return ""
+}
+
+func vcenterPath(name string) string { return fmt.Sprintf("vcenter[%q]", name) }
+
+// inherit resolves one connection value: the vCenter's if set, else the
+// global one, else def. isSet decides what "set" means for the type (an
+// empty string or list inherits, an explicit false does not).
+func inherit[T any](b *builder, vcPath, key string, vc, g *T, def T, isSet func(T) bool) T {
+	if vc != nil && isSet(*vc) {
+		return *vc
+	}
+	if g != nil && isSet(*g) {
+		b.origin[vcPath+"."+key] = "global." + key
+		return *g
+	}
+	return def
+}
+
+func nonEmpty(s string) bool      { return s != "" }
+func nonEmptyList(l []string) bool { return len(l) > 0 }
+func always[T any](T) bool         { return true }
+
+func (b *builder) build(raw *rawConfig) *Config {
+	g := raw.Global
+	if g == nil {
+		g = &rawGlobal{}
+	}
+	cfg := &Config{}
+	cfg.Global = b.buildGlobal(g)
+
+	vcenters := raw.VCenter
+	if s := deref(g.Server); s != "" {
+		b.warnf("global.server", "global.server is deprecated; describe the vCenter under vcenter.<name> instead")
+		exists := false
+		for name, vc := range vcenters {
+			if name == s || (vc != nil && deref(vc.Server) == s) {
+				exists = true
+			}
+		}
+		if !exists {
+			if vcenters == nil {
+				vcenters = map[string]*rawVCenter{}
+			}
+			vcenters[s] = &rawVCenter{}
+			b.origin[vcenterPath(s)] = "global.server"
+		}
+	}
+	if g.APIDisable != nil {
+		b.warnf("global.apiDisable", "apiDisable has no effect in this CCM and is ignored")
+	}
+	if g.APIBinding != nil {
+		b.warnf("global.apiBinding", "apiBinding has no effect in this CCM and is ignored")
+	}
+
+	names := make([]string, 0, len(vcenters))
+	for name := range vcenters {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		vc := vcenters[name]
+		if vc == nil {
+			vc = &rawVCenter{}
+		}
+		cfg.VCenters = append(cfg.VCenters, b.buildVCenter(name, vc, g, cfg.Global))
+	}
+	if len(cfg.VCenters) == 0 {
+		b.errorf("vcenter", "no vCenter configured; add one under vcenter.<name> with at least a server")
+	}
+	cfg.Labels = b.buildLabels(raw.Labels)
+	cfg.Nodes = b.buildNodes(raw.Nodes)
+	return cfg
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func orDefault[T comparable](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (b *builder) buildGlobal(g *rawGlobal) Global {
+	return Global{
+		SecretsDirectory:   deref(g.SecretsDirectory),
+		ConnectTimeout:     orDefault(g.ConnectTimeout, DefaultConnectTimeout),
+		RequestTimeout:     orDefault(g.RequestTimeout, DefaultRequestTimeout),
+		LoginBackoff:       orDefault(g.LoginBackoff, DefaultLoginBackoff),
+		TagRefreshInterval: orDefault(g.TagRefreshInterval, DefaultTagRefreshInterval),
+	}
+}
+
+func (b *builder) buildVCenter(name string, vc *rawVCenter, g *rawGlobal, global Global) VCenter {
+	p := vcenterPath(name)
+	gc := &g.rawConnection
+	c := &vc.rawConnection
+	out := VCenter{
+		Name:               name,
+		Server:             strings.TrimSpace(inherit(b, p, "server", c.Server, nil, "", nonEmpty)),
+		Port:               inherit(b, p, "port", c.Port, gc.Port, DefaultPort, always[int]),
+		Datacenters:        inherit(b, p, "datacenters", c.Datacenters, gc.Datacenters, []string{}, nonEmptyList),
+		InsecureFlag:       inherit(b, p, "insecureFlag", c.InsecureFlag, gc.InsecureFlag, false, always[bool]),
+		CAFile:             inherit(b, p, "caFile", c.CAFile, gc.CAFile, "", nonEmpty),
+		Thumbprint:         inherit(b, p, "thumbprint", c.Thumbprint, gc.Thumbprint, "", nonEmpty),
+		SOAPRoundtripCount: inherit(b, p, "soapRoundtripCount", c.SOAPRoundtripCount, gc.SOAPRoundtripCount, DefaultSOAPRoundtripCount, func(n int) bool { return n != 0 }),
+	}
+	if _, implicit := b.origin[p]; implicit {
+		// The vCenter created from global.server.
+		out.Server = deref(g.Server)
+		b.origin[p+".server"] = "global.server"
+	}
+	if c.Server != nil && *c.Server == "" {
+		b.errorf(p+".server", "server is empty; write the vCenter's host name or IP address")
+	}
+	for _, f := range inherit(b, p, "ipFamily", c.IPFamily, gc.IPFamily, nil, nonEmptyList) {
+		out.IPFamilies = append(out.IPFamilies, IPFamily(f))
+	}
+	if len(out.IPFamilies) == 0 {
+		out.IPFamilies = append([]IPFamily(nil), DefaultIPFamilies...)
+	}
+	if out.InsecureFlag {
+		b.warnf(p+".insecureFlag", "TLS certificate verification is disabled for vCenter %q; use caFile or thumbprint in production", name)
+		if out.CAFile != "" || out.Thumbprint != "" {
+			b.warnf(p+".insecureFlag", "insecureFlag is set, so caFile and thumbprint are ignored for vCenter %q", name)
+		}
+	}
+	out.Credentials = b.buildCredentials(p, c, gc, global)
+	out.StaticTopology = b.buildStaticTopology(p, vc.StaticTopology, out.Datacenters)
+	return out
+}
+
+func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global) Credentials {
+	cred := Credentials{SecretsDirectory: global.SecretsDirectory}
+	gns := deref(gc.SecretNamespace)
+	if name := deref(c.SecretName); name != "" {
+		ns := deref(c.SecretNamespace)
+		if ns == "" {
+			ns = gns
+			b.origin[p+".secretNamespace"] = "global.secretNamespace"
+		}
+		if ns == "" {
+			b.errorf(p+".secretName", "secretName %q has no namespace; set secretNamespace here or in global", name)
+		}
+		cred.Secret = &SecretRef{Namespace: ns, Name: name}
+	} else if deref(c.SecretNamespace) != "" {
+		b.errorf(p+".secretNamespace", "secretNamespace is set but secretName is not; name the Secret or remove secretNamespace")
+	}
+	if name := deref(gc.SecretName); name != "" {
+		if gns == "" {
+			b.errorf("global.secretName", "secretName %q has no namespace; set global.secretNamespace", name)
+		}
+		cred.GlobalSecret = &SecretRef{Namespace: gns, Name: name}
+	}
+	cred.User = inherit(b, p, "user", c.User, gc.User, "", nonEmpty)
+	if c.Password != nil && c.Password.IsSet() {
+		cred.Password = *c.Password
+	} else if gc.Password != nil && gc.Password.IsSet() {
+		cred.Password = *gc.Password
+		b.origin[p+".password"] = "global.password"
+	}
+	switch {
+	case len(cred.Sources()) > 0:
+	case cred.User != "" && !cred.Password.IsSet():
+		b.errorf(p+".user", "user is set but no password is; add password, or better, use secretName/secretNamespace or global.secretsDirectory")
+	case cred.User == "" && cred.Password.IsSet():
+		b.errorf(p+".password", "password is set but no user is; add user")
+	default:
+		b.errorf(p, "no credentials: set secretName and secretNamespace (here or in global), global.secretsDirectory, or user and password")
+	}
+	return cred
+}
+
+func (b *builder) buildStaticTopology(p string, raw *rawStaticTopology, datacenters []string) StaticTopology {
+	if raw == nil {
+		return StaticTopology{}
+	}
+	st := StaticTopology{Zone: deref(raw.Zone), Region: deref(raw.Region)}
+	sp := p + ".staticTopology"
+	for name, zr := range raw.Datacenters {
+		if st.Datacenters == nil {
+			st.Datacenters = map[string]ZoneRegion{}
+		}
+		if zr == nil {
+			zr = &rawZoneRegion{}
+		}
+		st.Datacenters[name] = ZoneRegion{Zone: deref(zr.Zone), Region: deref(zr.Region)}
+		if len(datacenters) > 0 && !contains(datacenters, name) {
+			b.errorf(fmt.Sprintf("%s.datacenters[%q]", sp, name), "datacenter %q is not in this vCenter's datacenters %v", name, datacenters)
+		}
+	}
+	return st
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *builder) buildLabels(raw *rawLabels) Labels {
+	if raw == nil {
+		return Labels{}
+	}
+	l := Labels{Zone: deref(raw.Zone), Region: deref(raw.Region)}
+	if raw.Zone != nil && strings.TrimSpace(*raw.Zone) == "" {
+		b.errorf("labels.zone", "zone category name is empty; name a tag category or remove the key")
+	}
+	if raw.Region != nil && strings.TrimSpace(*raw.Region) == "" {
+		b.errorf("labels.region", "region category name is empty; name a tag category or remove the key")
+	}
+	if l.Zone != "" && l.Zone == l.Region {
+		b.errorf("labels.region", "zone and region use the same tag category %q; use two categories", l.Zone)
+	}
+	seen := map[string]string{}
+	for i, a := range raw.Additional {
+		ap := fmt.Sprintf("labels.additional[%d]", i)
+		al := AdditionalLabel{Category: deref(a.Category), Label: deref(a.Label)}
+		for _, reserved := range []string{"topology.kubernetes.io/zone", "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"} {
+			if al.Label == reserved {
+				b.errorf(ap+".label", "label %q is set from labels.zone/labels.region; choose another key", al.Label)
+			}
+		}
+		if prev, dup := seen[al.Label]; dup && al.Label != "" {
+			b.errorf(ap+".label", "label %q is already filled from category %q", al.Label, prev)
+		}
+		seen[al.Label] = al.Category
+		l.Additional = append(l.Additional, al)
+	}
+	return l
+}
+
+func (b *builder) buildNodes(raw *rawNodes) Nodes {
+	if raw == nil {
+		raw = &rawNodes{}
+	}
+	n := Nodes{
+		InternalSubnets:        b.prefixes("nodes.internalNetworkSubnetCidr", raw.InternalNetworkSubnetCIDR),
+		ExternalSubnets:        b.prefixes("nodes.externalNetworkSubnetCidr", raw.ExternalNetworkSubnetCIDR),
+		ExcludeInternalSubnets: b.prefixes("nodes.excludeInternalNetworkSubnetCidr", raw.ExcludeInternalNetworkSubnetCIDR),
+		ExcludeExternalSubnets: b.prefixes("nodes.excludeExternalNetworkSubnetCidr", raw.ExcludeExternalNetworkSubnetCIDR),
+		InternalVMNetworkName:  deref(raw.InternalVMNetworkName),
+		ExternalVMNetworkName:  deref(raw.ExternalVMNetworkName),
+	}
+	for _, m := range deref(raw.LookupOrder) {
+		n.LookupOrder = append(n.LookupOrder, LookupMethod(m))
+	}
+	if raw.LookupOrder == nil {
+		n.LookupOrder = append([]LookupMethod(nil), DefaultLookupOrder...)
+	}
+	return n
+}
+
+// prefixes parses a list of CIDRs; every bad entry is reported.
+func (b *builder) prefixes(path string, raw *[]string) []netip.Prefix {
+	var out []netip.Prefix
+	for i, s := range deref(raw) {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		if s == "" {
+			b.errorf(ip, "empty CIDR (a stray comma?)")
+			continue
+		}
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			b.errorf(ip, "%q is not a valid CIDR; write it like 10.0.0.0/24 or fd00::/64", s)
+			continue
+		}
+		if pfx.Masked() != pfx {
+			b.warnf(ip, "%q has host bits set; using %s", s, pfx.Masked())
+			pfx = pfx.Masked()
+		}
+		out = append(out, pfx)
+	}
+	return out
+}

@@ -1,0 +1,319 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
+)
+
+// decoder fills a rawConfig from a tree, driven by the yaml/ini struct tags of
+// the raw types. It never stops at the first problem: every unknown key and
+// every value of the wrong type becomes a Diagnostic.
+type decoder struct {
+	format Format
+	file   string
+	diags  []Diagnostic
+	// pos records where each field path was written, for later diagnostics.
+	pos map[string]Position
+	// written records the key as written when it differs from the path's last element.
+	written map[string]string
+	// env, when set, is the environment variable being decoded: positions
+	// name it instead of a file line.
+	env string
+}
+
+func (d *decoder) at(line int) Position {
+	if d.env != "" {
+		return Position{Env: d.env}
+	}
+	return Position{File: d.file, Line: line}
+}
+
+func newDecoder(format Format, file string) *decoder {
+	return &decoder{format: format, file: file, pos: map[string]Position{}, written: map[string]string{}}
+}
+
+func (d *decoder) errorf(line int, field, key, format string, args ...any) {
+	d.diags = append(d.diags, Diagnostic{
+		Pos:     d.at(line),
+		Field:   field,
+		Key:     key,
+		Message: fmt.Sprintf(format, args...),
+	})
+}
+
+// schemaField is one key of a raw struct as seen by one format.
+type schemaField struct {
+	yamlName string
+	iniName  string // "-" when the key exists only in YAML
+	index    []int
+}
+
+// fieldsOf lists the keys of a raw struct type, flattening embedded structs.
+func fieldsOf(t reflect.Type) []schemaField {
+	var out []schemaField
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous {
+			for _, sub := range fieldsOf(f.Type) {
+				sub.index = append([]int{i}, sub.index...)
+				out = append(out, sub)
+			}
+			continue
+		}
+		out = append(out, schemaField{yamlName: f.Tag.Get("yaml"), iniName: f.Tag.Get("ini"), index: []int{i}})
+	}
+	return out
+}
+
+func (f schemaField) name(format Format) string {
+	if format == FormatINI {
+		return f.iniName
+	}
+	return f.yamlName
+}
+
+func (f schemaField) matches(format Format, key string) bool {
+	if format == FormatINI {
+		return f.iniName != "-" && strings.EqualFold(f.iniName, key)
+	}
+	return f.yamlName == key
+}
+
+func joinPath(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+func (d *decoder) decodeStruct(path string, n *node, v reflect.Value) {
+	fields := fieldsOf(v.Type())
+	seen := map[string]int{}
+	for _, e := range n.entries {
+		var field *schemaField
+		for i := range fields {
+			if fields[i].matches(d.format, e.key) {
+				field = &fields[i]
+				break
+			}
+		}
+		if field == nil {
+			d.unknownKey(path, e, fields)
+			continue
+		}
+		fpath := joinPath(path, field.yamlName)
+		if first, dup := seen[fpath]; dup {
+			d.errorf(e.line, fpath, e.key, "duplicate key (first set at line %d); remove one of them", first)
+			continue
+		}
+		seen[fpath] = e.line
+		d.pos[fpath] = d.at(e.line)
+		if e.key != field.yamlName {
+			d.written[fpath] = e.key
+		}
+		d.decodeValue(fpath, e, v.FieldByIndex(field.index))
+	}
+}
+
+func (d *decoder) unknownKey(path string, e entry, fields []schemaField) {
+	where := "at the top level"
+	if path != "" {
+		where = "in " + path
+	}
+	msg := fmt.Sprintf("unknown key %q %s", e.key, where)
+	if hint := suggest(d.format, e.key, fields); hint != "" {
+		msg += "; " + hint
+	} else {
+		var names []string
+		for _, f := range fields {
+			if n := f.name(d.format); n != "-" {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		msg += "; valid keys: " + strings.Join(names, ", ")
+	}
+	d.errorf(e.line, joinPath(path, e.key), "", "%s", msg)
+}
+
+var (
+	typeString   = reflect.TypeFor[string]()
+	typeInt      = reflect.TypeFor[int]()
+	typeBool     = reflect.TypeFor[bool]()
+	typeDuration = reflect.TypeFor[time.Duration]()
+	typeList     = reflect.TypeFor[[]string]()
+	typeSecret   = reflect.TypeFor[secret.Value]()
+)
+
+// decodeValue stores e.val into v, a field of a raw struct.
+func (d *decoder) decodeValue(path string, e entry, v reflect.Value) {
+	n := e.val
+	key := d.written[path]
+	t := v.Type()
+	switch {
+	case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && t.Elem() != typeSecret:
+		if n.kind == nullNode {
+			return
+		}
+		if n.kind != mappingNode {
+			d.errorf(n.line, path, key, "expected a mapping of keys, got %s", n.kind)
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(t.Elem()))
+		}
+		d.decodeStruct(path, n, v.Elem())
+	case t.Kind() == reflect.Map:
+		if n.kind == nullNode {
+			return
+		}
+		if n.kind != mappingNode {
+			d.errorf(n.line, path, key, "expected a mapping of names to settings, got %s", n.kind)
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.MakeMap(t))
+		}
+		for _, sub := range n.entries {
+			spath := fmt.Sprintf("%s[%q]", path, sub.key)
+			if sub.val.kind != mappingNode && sub.val.kind != nullNode {
+				d.errorf(sub.line, spath, "", "expected a mapping of keys, got %s", sub.val.kind)
+				continue
+			}
+			elem := v.MapIndex(reflect.ValueOf(sub.key))
+			if !elem.IsValid() {
+				elem = reflect.New(t.Elem().Elem())
+				v.SetMapIndex(reflect.ValueOf(sub.key), elem)
+			}
+			d.pos[spath] = d.at(sub.line)
+			if sub.val.kind == mappingNode {
+				d.decodeStruct(spath, sub.val, elem.Elem())
+			}
+		}
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		if n.kind == nullNode {
+			return
+		}
+		if n.kind != sequenceNode {
+			d.errorf(n.line, path, key, "expected a list, got %s", n.kind)
+			return
+		}
+		out := reflect.MakeSlice(t, len(n.items), len(n.items))
+		for i, item := range n.items {
+			ipath := fmt.Sprintf("%s[%d]", path, i)
+			d.pos[ipath] = d.at(item.line)
+			if item.kind != mappingNode {
+				d.errorf(item.line, ipath, "", "expected a mapping of keys, got %s", item.kind)
+				continue
+			}
+			d.decodeStruct(ipath, item, out.Index(i))
+		}
+		v.Set(out)
+	case t.Kind() == reflect.Pointer:
+		d.decodeLeaf(path, key, n, v)
+	default:
+		panic(fmt.Sprintf("config: raw field %s has unsupported type %s", path, t))
+	}
+}
+
+// decodeLeaf parses a scalar (or, for lists, a sequence) into a pointer field.
+func (d *decoder) decodeLeaf(path, key string, n *node, v reflect.Value) {
+	elem := v.Type().Elem()
+	if n.kind == nullNode {
+		if elem == typeBool && d.format == FormatINI {
+			// gcfg: a boolean variable written without "=" is true.
+			v.Set(reflect.ValueOf(new(true)))
+		}
+		return
+	}
+	if elem == typeList {
+		list, ok := d.list(path, key, n)
+		if ok {
+			v.Set(reflect.ValueOf(&list))
+		}
+		return
+	}
+	if n.kind != scalarNode {
+		d.errorf(n.line, path, key, "expected a single value, got %s", n.kind)
+		return
+	}
+	s := strings.TrimSpace(n.value)
+	var val any
+	switch elem {
+	case typeString:
+		val = n.value
+	case typeSecret:
+		val = secret.New(n.value)
+	case typeInt:
+		i, err := strconv.Atoi(s)
+		if err != nil {
+			d.errorf(n.line, path, key, "%q is not a whole number", s)
+			return
+		}
+		val = i
+	case typeBool:
+		b, ok := parseBool(s)
+		if !ok {
+			d.errorf(n.line, path, key, "%q is not a boolean; use true or false", s)
+			return
+		}
+		val = b
+	case typeDuration:
+		dur, err := time.ParseDuration(s)
+		if err != nil {
+			d.errorf(n.line, path, key, "%q is not a duration; write it like 90s, 5m or 1h30m", s)
+			return
+		}
+		val = dur
+	default:
+		panic(fmt.Sprintf("config: raw field %s has unsupported type %s", path, elem))
+	}
+	p := reflect.New(elem)
+	p.Elem().Set(reflect.ValueOf(val))
+	v.Set(p)
+}
+
+// list accepts a YAML sequence of single values or a comma-separated string
+// (the reference's format, and the only one INI has).
+func (d *decoder) list(path, key string, n *node) ([]string, bool) {
+	switch n.kind {
+	case sequenceNode:
+		out := make([]string, 0, len(n.items))
+		for i, item := range n.items {
+			if item.kind != scalarNode {
+				d.errorf(item.line, fmt.Sprintf("%s[%d]", path, i), key, "expected a single value, got %s", item.kind)
+				return nil, false
+			}
+			out = append(out, strings.TrimSpace(item.value))
+		}
+		return out, true
+	case scalarNode:
+		if strings.TrimSpace(n.value) == "" {
+			return []string{}, true
+		}
+		parts := strings.Split(n.value, ",")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		return parts, true
+	default:
+		d.errorf(n.line, path, key, "expected a list or a comma-separated string, got %s", n.kind)
+		return nil, false
+	}
+}
+
+func parseBool(s string) (bool, bool) {
+	switch strings.ToLower(s) {
+	case "true", "yes", "on", "1":
+		return true, true
+	case "false", "no", "off", "0":
+		return false, true
+	}
+	return false, false
+}

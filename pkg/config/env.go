@@ -1,0 +1,123 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// Environment overrides, compatible with the reference CCM's variable names.
+// Values from the environment override the file. Unlike the reference:
+// VSPHERE_VCENTER_PORT is the global port (never a vCenter named "PORT"),
+// values containing "=" are kept whole, and a malformed value is an error
+// naming the variable instead of being dropped.
+//
+// These tables are read-only.
+var globalEnvKeys = map[string]string{
+	"VSPHERE_VCENTER":           "server",
+	"VSPHERE_VCENTER_PORT":      "port",
+	"VSPHERE_USER":              "user",
+	"VSPHERE_PASSWORD":          "password",
+	"VSPHERE_INSECURE":          "insecureFlag",
+	"VSPHERE_DATACENTER":        "datacenters",
+	"VSPHERE_SECRET_NAME":       "secretName",
+	"VSPHERE_SECRET_NAMESPACE":  "secretNamespace",
+	"VSPHERE_SECRETS_DIRECTORY": "secretsDirectory",
+	"VSPHERE_ROUNDTRIP_COUNT":   "soapRoundtripCount",
+	"VSPHERE_CAFILE":            "caFile",
+	"VSPHERE_THUMBPRINT":        "thumbprint",
+	"VSPHERE_API_DISABLE":       "apiDisable",
+	"VSPHERE_API_BINDING":       "apiBinding",
+}
+
+// vcenterEnvSuffixes maps VCENTER_<id>_<SUFFIX> to a vCenter key; the vCenter
+// itself is declared by VSPHERE_VCENTER_<id>=<server>.
+var vcenterEnvSuffixes = map[string]string{
+	"USERNAME":         "user",
+	"PASSWORD":         "password",
+	"PORT":             "port",
+	"INSECURE":         "insecureFlag",
+	"DATACENTERS":      "datacenters",
+	"ROUNDTRIP":        "soapRoundtripCount",
+	"CAFILE":           "caFile",
+	"THUMBPRINT":       "thumbprint",
+	"SECRET_NAME":      "secretName",
+	"SECRET_NAMESPACE": "secretNamespace",
+}
+
+// applyEnv applies environment overrides (KEY=VALUE strings as os.Environ
+// returns them) to raw. Problems are recorded in d, naming the variable.
+func applyEnv(d *decoder, raw *rawConfig, environ []string, warn func(Diagnostic)) {
+	env := map[string]string{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=") // split at the first "=" only: values keep theirs
+		if ok && v != "" {
+			env[k] = v
+		}
+	}
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+
+	envDecoder := newDecoder(FormatYAML, d.file)
+	set := func(path string, target reflect.Value, envName, key string) {
+		envDecoder.env = envName
+		envDecoder.decodeStruct(path, &node{kind: mappingNode, entries: []entry{{key: key, val: &node{kind: scalarNode, value: env[envName]}}}}, target)
+	}
+
+	for _, name := range names {
+		if key, ok := globalEnvKeys[name]; ok {
+			if raw.Global == nil {
+				raw.Global = &rawGlobal{}
+			}
+			set("global", reflect.ValueOf(raw.Global).Elem(), name, key)
+		}
+	}
+	declared := map[string]bool{}
+	for _, name := range names {
+		id, ok := strings.CutPrefix(name, "VSPHERE_VCENTER_")
+		if !ok || id == "PORT" || id == "" {
+			continue
+		}
+		declared[id] = true
+		server := env[name]
+		vcName := server
+		for n, vc := range raw.VCenter {
+			if n == server || (vc != nil && deref(vc.Server) == server) {
+				vcName = n
+			}
+		}
+		if raw.VCenter == nil {
+			raw.VCenter = map[string]*rawVCenter{}
+		}
+		if raw.VCenter[vcName] == nil {
+			raw.VCenter[vcName] = &rawVCenter{}
+		}
+		target := reflect.ValueOf(raw.VCenter[vcName]).Elem()
+		path := vcenterPath(vcName)
+		set(path, target, name, "server")
+		for suffix, key := range vcenterEnvSuffixes {
+			if v := "VCENTER_" + id + "_" + suffix; env[v] != "" {
+				set(path, target, v, key)
+			}
+		}
+	}
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, "VCENTER_")
+		if !ok {
+			continue
+		}
+		for suffix := range vcenterEnvSuffixes {
+			if id, ok := strings.CutSuffix(rest, "_"+suffix); ok && !declared[id] {
+				warn(Diagnostic{Pos: Position{Env: name}, Message: fmt.Sprintf("ignored: no VSPHERE_VCENTER_%s declares the vCenter it belongs to", id)})
+			}
+		}
+	}
+	for k, v := range envDecoder.pos {
+		d.pos[k] = v
+	}
+	d.diags = append(d.diags, envDecoder.diags...)
+}

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
+)
+
+// The raw* types mirror the file schema. Every leaf is a pointer (or nil
+// slice) so that "absent" and "set to the zero value" stay distinguishable:
+// a per-vCenter insecureFlag: false must override a global true.
+//
+// Tags: yaml is the YAML key; ini is the INI key ("-" = YAML only). The
+// decoder is driven entirely by these tags, so adding a field here is all a
+// new key needs on the reading side.
+
+type rawConfig struct {
+	Global  *rawGlobal             `yaml:"global" ini:"global"`
+	VCenter map[string]*rawVCenter `yaml:"vcenter" ini:"virtualcenter"`
+	Labels  *rawLabels             `yaml:"labels" ini:"labels"`
+	Nodes   *rawNodes              `yaml:"nodes" ini:"nodes"`
+}
+
+// rawConnection holds the keys that may appear both in global and in a
+// vCenter; a vCenter's value overrides the global one.
+type rawConnection struct {
+	Server             *string       `yaml:"server" ini:"server"`
+	Port               *int          `yaml:"port" ini:"port"`
+	User               *string       `yaml:"user" ini:"user"`
+	Password           *secret.Value `yaml:"password" ini:"password"`
+	InsecureFlag       *bool         `yaml:"insecureFlag" ini:"insecure-flag"`
+	Datacenters        *[]string     `yaml:"datacenters" ini:"datacenters"`
+	SOAPRoundtripCount *int          `yaml:"soapRoundtripCount" ini:"soap-roundtrip-count"`
+	CAFile             *string       `yaml:"caFile" ini:"ca-file"`
+	Thumbprint         *string       `yaml:"thumbprint" ini:"thumbprint"`
+	SecretName         *string       `yaml:"secretName" ini:"secret-name"`
+	SecretNamespace    *string       `yaml:"secretNamespace" ini:"secret-namespace"`
+	IPFamily           *[]string     `yaml:"ipFamily" ini:"ip-family"`
+}
+
+type rawGlobal struct {
+	rawConnection `yaml:",inline"`
+
+	SecretsDirectory *string `yaml:"secretsDirectory" ini:"secrets-directory"`
+	// Vestigial keys of the reference; accepted and ignored with a warning.
+	APIDisable *bool   `yaml:"apiDisable" ini:"api-disable"`
+	APIBinding *string `yaml:"apiBinding" ini:"api-binding"`
+
+	// Extensions.
+	ConnectTimeout     *time.Duration `yaml:"connectTimeout" ini:"connect-timeout"`
+	RequestTimeout     *time.Duration `yaml:"requestTimeout" ini:"request-timeout"`
+	LoginBackoff       *time.Duration `yaml:"loginBackoff" ini:"login-backoff"`
+	TagRefreshInterval *time.Duration `yaml:"tagRefreshInterval" ini:"tag-refresh-interval"`
+}
+
+type rawVCenter struct {
+	rawConnection `yaml:",inline"`
+
+	// Extension: static zone/region for sites without tagging rights.
+	StaticTopology *rawStaticTopology `yaml:"staticTopology" ini:"-"`
+}
+
+type rawStaticTopology struct {
+	Zone        *string                 `yaml:"zone" ini:"-"`
+	Region      *string                 `yaml:"region" ini:"-"`
+	Datacenters map[string]*rawZoneRegion `yaml:"datacenters" ini:"-"`
+}
+
+type rawZoneRegion struct {
+	Zone   *string `yaml:"zone" ini:"-"`
+	Region *string `yaml:"region" ini:"-"`
+}
+
+type rawLabels struct {
+	Zone   *string `yaml:"zone" ini:"zone"`
+	Region *string `yaml:"region" ini:"region"`
+	// Extension: further tag categories copied to node labels.
+	Additional []rawAdditionalLabel `yaml:"additional" ini:"-"`
+}
+
+type rawAdditionalLabel struct {
+	Category *string `yaml:"category" ini:"-"`
+	Label    *string `yaml:"label" ini:"-"`
+}
+
+type rawNodes struct {
+	InternalNetworkSubnetCIDR        *[]string `yaml:"internalNetworkSubnetCidr" ini:"internal-network-subnet-cidr"`
+	ExternalNetworkSubnetCIDR        *[]string `yaml:"externalNetworkSubnetCidr" ini:"external-network-subnet-cidr"`
+	InternalVMNetworkName            *string   `yaml:"internalVmNetworkName" ini:"internal-vm-network-name"`
+	ExternalVMNetworkName            *string   `yaml:"externalVmNetworkName" ini:"external-vm-network-name"`
+	ExcludeInternalNetworkSubnetCIDR *[]string `yaml:"excludeInternalNetworkSubnetCidr" ini:"exclude-internal-network-subnet-cidr"`
+	ExcludeExternalNetworkSubnetCIDR *[]string `yaml:"excludeExternalNetworkSubnetCidr" ini:"exclude-external-network-subnet-cidr"`
+	// Extension: how a Node is matched to a VM when it has no providerID.
+	LookupOrder *[]string `yaml:"lookupOrder" ini:"lookup-order"`
+}

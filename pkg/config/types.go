@@ -1,0 +1,238 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
+)
+
+// Format is the syntax of a cloud-config file.
+type Format int
+
+const (
+	// FormatYAML is the primary format (the reference CCM's YAML schema).
+	FormatYAML Format = iota
+	// FormatINI is the legacy gcfg-style vsphere.conf.
+	FormatINI
+)
+
+func (f Format) String() string {
+	if f == FormatINI {
+		return "INI"
+	}
+	return "YAML"
+}
+
+// Defaults. They are applied in exactly one place, build.go.
+const (
+	DefaultPort               = 443
+	DefaultSOAPRoundtripCount = 3
+	DefaultConnectTimeout     = 30 * time.Second
+	DefaultRequestTimeout     = 60 * time.Second
+	DefaultLoginBackoff       = 3 * time.Minute
+	DefaultTagRefreshInterval = 5 * time.Minute
+)
+
+// DefaultIPFamilies is the ipFamily default: IPv4 only.
+var DefaultIPFamilies = []IPFamily{IPv4}
+
+// DefaultLookupOrder is the nodes.lookupOrder default.
+var DefaultLookupOrder = []LookupMethod{LookupUUID, LookupVMName}
+
+// Config is the validated cloud-config. Treat it as immutable once returned
+// by Parse or Load.
+type Config struct {
+	// Global holds settings that are not per vCenter.
+	Global Global
+	// VCenters lists every vCenter, sorted by Name. Never empty.
+	VCenters []VCenter
+	// Labels names the tag categories that become node labels.
+	Labels Labels
+	// Nodes holds the node address selection rules and the VM lookup order.
+	Nodes Nodes
+}
+
+// VCenter returns the vCenter with the given name, or false.
+func (c *Config) VCenter(name string) (VCenter, bool) {
+	for _, vc := range c.VCenters {
+		if vc.Name == name {
+			return vc, true
+		}
+	}
+	return VCenter{}, false
+}
+
+// Global holds process-wide settings.
+type Global struct {
+	// SecretsDirectory is a directory of files named like Secret keys
+	// (global.secretsDirectory). Empty: not used.
+	SecretsDirectory string `json:"secretsDirectory,omitempty"`
+	// ConnectTimeout bounds the first connection to each vCenter (default 30s).
+	ConnectTimeout time.Duration `json:"connectTimeout"`
+	// RequestTimeout bounds every single vSphere request (default 60s).
+	RequestTimeout time.Duration `json:"requestTimeout"`
+	// LoginBackoff is the minimum wait after a rejected login before the same
+	// credentials are tried again (default 3m, minimum 1m).
+	LoginBackoff time.Duration `json:"loginBackoff" validate:"min=60000000000"`
+	// TagRefreshInterval is how often tag categories and tags are re-read
+	// (default 5m, minimum 10s).
+	TagRefreshInterval time.Duration `json:"tagRefreshInterval" validate:"min=10000000000"`
+}
+
+// VCenter is one vCenter with every inherited value resolved.
+type VCenter struct {
+	// Name is the key under vcenter (YAML) or the [VirtualCenter "name"] section name.
+	Name string `json:"name"`
+	// Server is the host name or IP address of the vCenter (no scheme, no port).
+	Server string `json:"server" validate:"required,vchost"`
+	// Port is the HTTPS port (default 443).
+	Port int `json:"port" validate:"min=1,max=65535"`
+	// Datacenters limits the search to these datacenters. Empty: every datacenter.
+	Datacenters []string `json:"datacenters" validate:"dive,required"`
+	// InsecureFlag disables TLS verification. Off unless set explicitly.
+	InsecureFlag bool `json:"insecureFlag"`
+	// CAFile is a PEM bundle used to verify the vCenter certificate.
+	CAFile string `json:"caFile"`
+	// Thumbprint pins the vCenter certificate (SHA-1 or SHA-256, colon-separated hex).
+	Thumbprint string `json:"thumbprint" validate:"omitempty,thumbprint"`
+	// SOAPRoundtripCount is the number of attempts per SOAP call (default 3).
+	SOAPRoundtripCount int `json:"soapRoundtripCount" validate:"min=1,max=10"`
+	// IPFamilies is the ordered list of address families reported for nodes (default [ipv4]).
+	IPFamilies []IPFamily `json:"ipFamily" validate:"min=1,max=2,unique,dive,oneof=ipv4 ipv6"`
+	// Credentials says where the username and password come from.
+	Credentials Credentials `json:"credentials"`
+	// StaticTopology optionally assigns zone/region without tags.
+	StaticTopology StaticTopology `json:"staticTopology"`
+}
+
+// Address returns host:port, with brackets around IPv6 literals.
+func (vc VCenter) Address() string {
+	return netJoinHostPort(vc.Server, vc.Port)
+}
+
+// SecretRef names a Kubernetes Secret.
+type SecretRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (r SecretRef) String() string { return r.Namespace + "/" + r.Name }
+
+// Credentials lists every configured source of a vCenter's username and
+// password. The credential manager uses them in this order of precedence:
+// Secret, GlobalSecret, SecretsDirectory, inline User/Password.
+type Credentials struct {
+	// Secret is the vCenter's own Secret (vcenter.<name>.secretName).
+	Secret *SecretRef `json:"secret,omitempty"`
+	// GlobalSecret is global.secretName/secretNamespace.
+	GlobalSecret *SecretRef `json:"globalSecret,omitempty"`
+	// SecretsDirectory is global.secretsDirectory.
+	SecretsDirectory string `json:"secretsDirectory,omitempty"`
+	// User is the inline username (vCenter value, else global).
+	User string `json:"user,omitempty"`
+	// Password is the inline password (vCenter value, else global).
+	Password secret.Value `json:"password,omitzero"`
+}
+
+// HasInline reports whether both an inline user and password are set.
+func (c Credentials) HasInline() bool { return c.User != "" && c.Password.IsSet() }
+
+// Sources describes the credential sources in precedence order, without
+// revealing any secret, for example
+// ["Secret kube-system/vc-a", "inline user admin@vsphere.local"].
+func (c Credentials) Sources() []string {
+	var out []string
+	if c.Secret != nil {
+		out = append(out, "Secret "+c.Secret.String())
+	}
+	if c.GlobalSecret != nil {
+		out = append(out, "Secret "+c.GlobalSecret.String()+" (global)")
+	}
+	if c.SecretsDirectory != "" {
+		out = append(out, "secrets directory "+c.SecretsDirectory)
+	}
+	if c.HasInline() {
+		out = append(out, "inline user "+c.User)
+	}
+	return out
+}
+
+// StaticTopology is a zone/region written in the config instead of tags.
+// A datacenter entry overrides the vCenter-wide values.
+type StaticTopology struct {
+	Zone        string                `json:"zone,omitempty" validate:"omitempty,labelvalue"`
+	Region      string                `json:"region,omitempty" validate:"omitempty,labelvalue"`
+	Datacenters map[string]ZoneRegion `json:"datacenters,omitempty" validate:"dive,keys,required,endkeys"`
+}
+
+// IsZero reports whether no static topology is configured.
+func (s StaticTopology) IsZero() bool {
+	return s.Zone == "" && s.Region == "" && len(s.Datacenters) == 0
+}
+
+// ZoneRegion is a static zone and region.
+type ZoneRegion struct {
+	Zone   string `json:"zone,omitempty" validate:"omitempty,labelvalue"`
+	Region string `json:"region,omitempty" validate:"omitempty,labelvalue"`
+}
+
+// IPFamily is an address family: ipv4 or ipv6.
+type IPFamily string
+
+// The IP families.
+const (
+	IPv4 IPFamily = "ipv4"
+	IPv6 IPFamily = "ipv6"
+)
+
+// Labels names the vSphere tag categories whose tags become node labels.
+type Labels struct {
+	// Zone is the tag category for topology.kubernetes.io/zone. Empty: no zone from tags.
+	Zone string `json:"zone,omitempty"`
+	// Region is the tag category for topology.kubernetes.io/region. Empty: no region from tags.
+	Region string `json:"region,omitempty"`
+	// Additional maps further tag categories to node label keys.
+	Additional []AdditionalLabel `json:"additional,omitempty" validate:"dive"`
+}
+
+// AdditionalLabel copies the tag of Category (on the nearest ancestor) to the node label Label.
+type AdditionalLabel struct {
+	Category string `json:"category" validate:"required"`
+	Label    string `json:"label" validate:"required,labelkey"`
+}
+
+// LookupMethod is one way of matching a Node without a providerID to a VM.
+type LookupMethod string
+
+// The lookup methods.
+const (
+	// LookupUUID matches the Node's systemUUID to the VM's BIOS UUID (both byte orders).
+	LookupUUID LookupMethod = "uuid"
+	// LookupVMName matches the Node name to the VM name.
+	LookupVMName LookupMethod = "vmName"
+	// LookupGuestHostname matches the Node name to the guest host name reported by VMware Tools.
+	LookupGuestHostname LookupMethod = "guestHostname"
+)
+
+// Nodes holds the rules that pick node addresses among the guest NICs, and
+// how Nodes are matched to VMs.
+type Nodes struct {
+	InternalSubnets        []netip.Prefix `json:"internalNetworkSubnetCidr,omitempty"`
+	ExternalSubnets        []netip.Prefix `json:"externalNetworkSubnetCidr,omitempty"`
+	ExcludeInternalSubnets []netip.Prefix `json:"excludeInternalNetworkSubnetCidr,omitempty"`
+	ExcludeExternalSubnets []netip.Prefix `json:"excludeExternalNetworkSubnetCidr,omitempty"`
+	InternalVMNetworkName  string         `json:"internalVmNetworkName,omitempty"`
+	ExternalVMNetworkName  string         `json:"externalVmNetworkName,omitempty"`
+	// LookupOrder is tried in order (default [uuid, vmName]).
+	LookupOrder []LookupMethod `json:"lookupOrder" validate:"min=1,unique,dive,oneof=uuid vmName guestHostname"`
+}
+
+func netJoinHostPort(host string, port int) string {
+	if strings.Contains(host, ":") {
+		return fmt.Sprintf("[%s]:%d", host, port)
+	}
+	return fmt.Sprintf("%s:%d", host, port)
+}
