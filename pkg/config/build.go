@@ -15,14 +15,39 @@ type builder struct {
 	// origin maps a typed field path to the raw path its value came from,
 	// when different (inherited from global).
 	origin map[string]string
+	// reported de-duplicates problems of a value inherited by many vCenters.
+	reported map[string]bool
+}
+
+func newBuilder(d *decoder) *builder {
+	return &builder{d: d, origin: map[string]string{}, reported: map[string]bool{}}
 }
 
 func (b *builder) warnf(path, format string, args ...any) {
 	b.warnings = append(b.warnings, Diagnostic{Pos: b.position(path), Field: path, Key: b.d.written[path], Message: fmt.Sprintf(format, args...)})
 }
 
+// errorf records a problem. A problem with an inherited value is reported
+// once, at the global key that holds it, not once per vCenter.
 func (b *builder) errorf(path, format string, args ...any) {
-	b.d.diags = append(b.d.diags, Diagnostic{Pos: b.position(path), Field: path, Key: b.d.written[path], Message: fmt.Sprintf(format, args...)})
+	path = b.source(path)
+	msg := fmt.Sprintf(format, args...)
+	if b.reported[path+"\x00"+msg] {
+		return
+	}
+	b.reported[path+"\x00"+msg] = true
+	b.d.diags = append(b.d.diags, Diagnostic{Pos: b.position(path), Field: path, Key: b.d.written[path], Message: msg})
+}
+
+// source maps a typed path to the raw path its value was written at:
+// vcenter["a"].ipFamily[1] -> global.ipFamily[1] when ipFamily was inherited.
+func (b *builder) source(path string) string {
+	for p := path; p != ""; p = parentPath(p) {
+		if o, ok := b.origin[p]; ok {
+			return o + path[len(p):]
+		}
+	}
+	return path
 }
 
 // position finds where a path (or the value it inherited) was written,
@@ -107,6 +132,9 @@ func (b *builder) build(raw *rawConfig) *Config {
 			b.origin[vcenterPath(s)] = "global.server"
 		}
 	}
+	if name := deref(g.SecretName); name != "" && deref(g.SecretNamespace) == "" {
+		b.errorf("global.secretName", "secretName %q has no namespace; set global.secretNamespace", name)
+	}
 	if g.APIDisable != nil {
 		b.warnf("global.apiDisable", "apiDisable has no effect in this CCM and is ignored")
 	}
@@ -178,9 +206,6 @@ func (b *builder) buildVCenter(name string, vc *rawVCenter, g *rawGlobal, global
 		out.Server = deref(g.Server)
 		b.origin[p+".server"] = "global.server"
 	}
-	if c.Server != nil && *c.Server == "" {
-		b.errorf(p+".server", "server is empty; write the vCenter's host name or IP address")
-	}
 	for _, f := range inherit(b, p, "ipFamily", c.IPFamily, gc.IPFamily, nil, nonEmptyList) {
 		out.IPFamilies = append(out.IPFamilies, IPFamily(f))
 	}
@@ -215,9 +240,6 @@ func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global
 		b.errorf(p+".secretNamespace", "secretNamespace is set but secretName is not; name the Secret or remove secretNamespace")
 	}
 	if name := deref(gc.SecretName); name != "" {
-		if gns == "" {
-			b.errorf("global.secretName", "secretName %q has no namespace; set global.secretNamespace", name)
-		}
 		cred.GlobalSecret = &SecretRef{Namespace: gns, Name: name}
 	}
 	cred.User = inherit(b, p, "user", c.User, gc.User, "", nonEmpty)

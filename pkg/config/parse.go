@@ -54,7 +54,7 @@ func Parse(file string, data []byte, opts Options) (*Config, []Diagnostic, error
 	d.decodeStruct("", tree, reflect.ValueOf(raw).Elem())
 	applyEnv(d, raw, opts.Env, func(w Diagnostic) { warnings = append(warnings, w) })
 
-	b := &builder{d: d, origin: map[string]string{}}
+	b := newBuilder(d)
 	cfg := b.build(raw)
 	b.validate(cfg)
 	warnings = append(warnings, b.warnings...)

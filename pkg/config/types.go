@@ -101,7 +101,7 @@ type VCenter struct {
 	// SOAPRoundtripCount is the number of attempts per SOAP call (default 3).
 	SOAPRoundtripCount int `json:"soapRoundtripCount" validate:"min=1,max=10"`
 	// IPFamilies is the ordered list of address families reported for nodes (default [ipv4]).
-	IPFamilies []IPFamily `json:"ipFamily" validate:"min=1,max=2,unique,dive,oneof=ipv4 ipv6"`
+	IPFamilies []IPFamily `json:"ipFamily" validate:"min=1,unique,dive,oneof=ipv4 ipv6"`
 	// Credentials says where the username and password come from.
 	Credentials Credentials `json:"credentials"`
 	// StaticTopology optionally assigns zone/region without tags.

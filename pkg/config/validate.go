@@ -99,6 +99,9 @@ func ruleMessage(fe validator.FieldError) string {
 	val := fe.Value()
 	switch fe.Tag() {
 	case "required":
+		if fe.Field() == "server" {
+			return "is required: the vCenter's host name or IP address"
+		}
 		if fe.Kind() == reflect.String {
 			return "must not be empty"
 		}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+)
+
+// exitError carries an exit code through cobra without printing twice.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// run executes the command line and returns the process exit code.
+func run(args, env []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(env, stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	return 0
+}
+
+func newRootCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "vsphere-cloud-controller-manager",
+		Short:         "Kubernetes cloud controller manager for VMware vSphere (many vCenters, zones from tags)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newConfigCommand(env, stdout, stderr))
+	return root
+}
+
+func newConfigCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Check and convert cloud-config files (YAML or legacy INI)",
+	}
+	var noEnv bool
+	validate := &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Validate a cloud-config; print a summary, or every problem with file:line and field",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, ok := load(args[0], envFor(noEnv, env), stderr)
+			if !ok {
+				return exitError{1}
+			}
+			printSummary(stdout, args[0], cfg)
+			return nil
+		},
+	}
+	convert := &cobra.Command{
+		Use:   "convert FILE",
+		Short: "Write the equivalent canonical YAML of a cloud-config (INI or YAML) to stdout",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, ok := load(args[0], envFor(noEnv, env), stderr)
+			if !ok {
+				return exitError{1}
+			}
+			out, notes, err := config.Encode(cfg)
+			if err != nil {
+				return err
+			}
+			for _, n := range notes {
+				fmt.Fprintln(stderr, "note:", n)
+			}
+			_, err = stdout.Write(out)
+			return err
+		},
+	}
+	for _, c := range []*cobra.Command{validate, convert} {
+		c.Flags().BoolVar(&noEnv, "ignore-env", false, "do not apply the VSPHERE_* / VCENTER_* environment overrides")
+	}
+	cmd.AddCommand(validate, convert)
+	return cmd
+}
+
+func envFor(ignore bool, env []string) []string {
+	if ignore {
+		return nil
+	}
+	return env
+}
+
+// load parses a config file, printing warnings and errors to stderr.
+func load(path string, env []string, stderr io.Writer) (*config.Config, bool) {
+	cfg, warnings, err := config.Load(path, config.Options{Env: env})
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w.Error())
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, false
+	}
+	return cfg, true
+}

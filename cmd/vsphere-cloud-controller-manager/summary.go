@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+)
+
+// printSummary writes the one-screen view of a valid config: vCenters,
+// datacenters, credential sources and topology categories.
+func printSummary(w io.Writer, path string, cfg *config.Config) {
+	fmt.Fprintf(w, "%s: valid, %d vCenter(s)\n\n", path, len(cfg.VCenters))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VCENTER\tSERVER\tDATACENTERS\tTLS\tCREDENTIALS (in order)")
+	for _, vc := range cfg.VCenters {
+		dcs := strings.Join(vc.Datacenters, ",")
+		if dcs == "" {
+			dcs = "(all)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", vc.Name, vc.Address(), dcs, tlsMode(vc), strings.Join(vc.Credentials.Sources(), ", then "))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "zone category:   %s\n", orNone(cfg.Labels.Zone))
+	fmt.Fprintf(w, "region category: %s\n", orNone(cfg.Labels.Region))
+	for _, a := range cfg.Labels.Additional {
+		fmt.Fprintf(w, "label %s from category %s\n", a.Label, a.Category)
+	}
+	for _, vc := range cfg.VCenters {
+		st := vc.StaticTopology
+		if st.IsZero() {
+			continue
+		}
+		fmt.Fprintf(w, "static topology for %s: zone=%s region=%s", vc.Name, orNone(st.Zone), orNone(st.Region))
+		for dc, zr := range st.Datacenters {
+			fmt.Fprintf(w, "; %s: zone=%s region=%s", dc, orNone(zr.Zone), orNone(zr.Region))
+		}
+		fmt.Fprintln(w)
+	}
+	methods := make([]string, len(cfg.Nodes.LookupOrder))
+	for i, m := range cfg.Nodes.LookupOrder {
+		methods[i] = string(m)
+	}
+	fmt.Fprintf(w, "node lookup:     %s\n", strings.Join(methods, ", then "))
+}
+
+func tlsMode(vc config.VCenter) string {
+	switch {
+	case vc.InsecureFlag:
+		return "INSECURE"
+	case vc.Thumbprint != "":
+		return "thumbprint"
+	case vc.CAFile != "":
+		return "CA " + vc.CAFile
+	default:
+		return "system CAs"
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

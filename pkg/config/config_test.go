@@ -1,0 +1,277 @@
+package config
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
+)
+
+var update = flag.Bool("update", false, "rewrite the .golden files of testdata/invalid")
+
+var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty()}
+
+func mustParse(t *testing.T, file string, opts Options) *Config {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := Parse(filepath.Base(file), data, opts)
+	if err != nil {
+		t.Fatalf("Parse(%s): %v", file, err)
+	}
+	return cfg
+}
+
+// Every invalid fixture fails with exactly the diagnostics in its .golden
+// file: positions, field paths and messages.
+func TestInvalidFixtures(t *testing.T) {
+	files, _ := filepath.Glob("testdata/invalid/*")
+	for _, f := range files {
+		if strings.HasSuffix(f, ".golden") {
+			continue
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = Parse(filepath.Base(f), data, Options{})
+			if err == nil {
+				t.Fatal("Parse succeeded, want errors")
+			}
+			errs, ok := AsErrors(err)
+			if !ok {
+				t.Fatalf("error %T is not Errors: %v", err, err)
+			}
+			got := errs.Error() + "\n"
+			golden := f + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("missing %s (run go test ./pkg/config -run TestInvalidFixtures -update): %v", golden, err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("diagnostics differ from %s (-want +got):\n%s", golden, diff)
+			}
+			for _, d := range errs {
+				if d.Pos.File != filepath.Base(f) {
+					t.Errorf("diagnostic %q does not name the file", d.Error())
+				}
+			}
+		})
+	}
+}
+
+func TestInheritance(t *testing.T) {
+	cfg := mustParse(t, "testdata/valid/inheritance.yaml", Options{})
+	want := []VCenter{
+		{
+			Name: "inherits", Server: "vc-1.example.com", Port: 8443, Datacenters: []string{"dc-global"},
+			InsecureFlag: true, SOAPRoundtripCount: 3, IPFamilies: []IPFamily{IPv6},
+			Credentials: Credentials{
+				GlobalSecret: &SecretRef{Namespace: "kube-system", Name: "creds"},
+				User:         "global-user", Password: secret.New("global-pass"),
+			},
+		},
+		{
+			Name: "overrides", Server: "vc-2.example.com", Port: 443, Datacenters: []string{"dc-a", "dc-b"},
+			InsecureFlag: false, CAFile: "/etc/ca.pem", SOAPRoundtripCount: 3, IPFamilies: []IPFamily{IPv4, IPv6},
+			Credentials: Credentials{
+				Secret:       &SecretRef{Namespace: "kube-system", Name: "own-creds"},
+				GlobalSecret: &SecretRef{Namespace: "kube-system", Name: "creds"},
+				User:         "own-user", Password: secret.New("own-pass"),
+			},
+		},
+	}
+	if diff := cmp.Diff(want, cfg.VCenters, cmpOpts); diff != "" {
+		t.Errorf("vCenters (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidFixtures(t *testing.T) {
+	tests := []struct {
+		file  string
+		check func(t *testing.T, cfg *Config, warnings []Diagnostic)
+	}{
+		{"reference-flavour.yaml", func(t *testing.T, cfg *Config, warnings []Diagnostic) {
+			vc, ok := cfg.VCenter("10.0.0.5")
+			if !ok {
+				t.Fatalf("global.server did not create a vCenter: %+v", cfg.VCenters)
+			}
+			if vc.Port != 443 || !vc.InsecureFlag || vc.Credentials.Password.Reveal() != "pa:ss=word" {
+				t.Errorf("vCenter from global: %+v", vc)
+			}
+			if diff := cmp.Diff([]string{"dc1", "dc2"}, vc.Datacenters); diff != "" {
+				t.Errorf("datacenters: %s", diff)
+			}
+			want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16")}
+			if diff := cmp.Diff(want, cfg.Nodes.InternalSubnets, cmpOpts); diff != "" {
+				t.Errorf("internal subnets: %s", diff)
+			}
+			wantWarn := []string{"global.server", `vcenter["10.0.0.5"].insecureFlag`, "global.apiDisable"}
+			var got []string
+			for _, w := range warnings {
+				got = append(got, w.Field)
+			}
+			for _, w := range wantWarn {
+				if !strings.Contains(strings.Join(got, " "), w) {
+					t.Errorf("no warning for %s; got %v", w, warnings)
+				}
+			}
+		}},
+		{"extensions.yaml", func(t *testing.T, cfg *Config, _ []Diagnostic) {
+			want := Global{SecretsDirectory: "/etc/cloud/credentials", ConnectTimeout: 10 * time.Second,
+				RequestTimeout: 45 * time.Second, LoginBackoff: 5 * time.Minute, TagRefreshInterval: time.Minute}
+			if diff := cmp.Diff(want, cfg.Global); diff != "" {
+				t.Errorf("global: %s", diff)
+			}
+			st := cfg.VCenters[0].StaticTopology
+			wantST := StaticTopology{Zone: "lab-zone", Region: "lab", Datacenters: map[string]ZoneRegion{"lab-dc-2": {Zone: "lab-zone-2"}}}
+			if diff := cmp.Diff(wantST, st); diff != "" {
+				t.Errorf("static topology: %s", diff)
+			}
+			if diff := cmp.Diff([]AdditionalLabel{{Category: "rack", Label: "example.com/rack"}}, cfg.Labels.Additional); diff != "" {
+				t.Errorf("additional labels: %s", diff)
+			}
+			if diff := cmp.Diff([]LookupMethod{LookupUUID, LookupGuestHostname, LookupVMName}, cfg.Nodes.LookupOrder); diff != "" {
+				t.Errorf("lookup order: %s", diff)
+			}
+		}},
+		{"quoting.conf", func(t *testing.T, cfg *Config, _ []Diagnostic) {
+			vc := cfg.VCenters[0]
+			if vc.Credentials.User != `domain\admin` || vc.Credentials.Password.Reveal() != `p;a#s"s` {
+				t.Errorf("quoted values: user %q, password matches: %v", vc.Credentials.User, vc.Credentials.Password.Reveal() == `p;a#s"s`)
+			}
+			if diff := cmp.Diff([]string{"dc 1", "dc 2"}, vc.Datacenters); diff != "" {
+				t.Errorf("datacenters: %s", diff)
+			}
+			if cfg.Global.SecretsDirectory != "/etc/cloud/credentials" || vc.InsecureFlag {
+				t.Errorf("global: %+v, insecure %v", cfg.Global, vc.InsecureFlag)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			data, err := os.ReadFile("testdata/valid/" + tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, warnings, err := Parse(tt.file, data, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, cfg, warnings)
+		})
+	}
+}
+
+// Every file in config-examples/ loads without error.
+func TestConfigExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../config-examples/*")
+	if len(files) < 5 {
+		t.Fatalf("expected at least 5 examples, found %v", files)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			mustParse(t, f, Options{})
+		})
+	}
+}
+
+// The legacy INI example describes the same deployment as the stretched
+// YAML example, and its canonical YAML parses back to the same model.
+func TestLegacyINIMatchesStretchedYAML(t *testing.T) {
+	fromINI := mustParse(t, "../../config-examples/legacy.ini", Options{})
+	fromYAML := mustParse(t, "../../config-examples/stretched-3-vcenters.yaml", Options{})
+	if diff := cmp.Diff(fromYAML, fromINI, cmpOpts); diff != "" {
+		t.Errorf("INI and YAML examples differ (-yaml +ini):\n%s", diff)
+	}
+	out, _, err := Encode(fromINI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	converted, _, err := Parse("converted.yaml", out, Options{})
+	if err != nil {
+		t.Fatalf("converted output does not validate: %v\n%s", err, out)
+	}
+	if diff := cmp.Diff(fromYAML, converted, cmpOpts); diff != "" {
+		t.Errorf("converted INI differs from the YAML example (-yaml +converted):\n%s", diff)
+	}
+}
+
+// INI or YAML -> model -> YAML -> model is the identity, passwords aside.
+func TestRoundTrip(t *testing.T) {
+	files, _ := filepath.Glob("testdata/valid/*")
+	examples, _ := filepath.Glob("../../config-examples/*")
+	for _, f := range append(files, examples...) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cfg := mustParse(t, f, Options{})
+			assertRoundTrip(t, cfg)
+		})
+	}
+}
+
+func assertRoundTrip(t *testing.T, cfg *Config) {
+	t.Helper()
+	out, _, err := Encode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := Parse("encoded.yaml", out, Options{})
+	if err != nil {
+		// Only inline-only credentials may be lost (the password is never written).
+		for _, vc := range cfg.VCenters {
+			if vc.Credentials.Password.IsSet() && len(vc.Credentials.Sources()) == 1 {
+				return
+			}
+		}
+		t.Fatalf("re-parse of encoded config: %v\n%s", err, out)
+	}
+	want := withoutPasswords(cfg)
+	if diff := cmp.Diff(want, withoutPasswords(again), cmpOpts); diff != "" {
+		t.Errorf("round trip changed the model (-want +got):\n%s\n%s", diff, out)
+	}
+}
+
+func withoutPasswords(cfg *Config) *Config {
+	c := *cfg
+	c.VCenters = append([]VCenter(nil), cfg.VCenters...)
+	for i := range c.VCenters {
+		c.VCenters[i].Credentials.Password = secret.Value{}
+	}
+	return &c
+}
+
+func TestDetectFormat(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Format
+	}{
+		{"", FormatYAML},
+		{"global:\n  port: 443\n", FormatYAML},
+		{"# comment\n\n[Global]\n", FormatINI},
+		{"; comment\nuser = x\n", FormatINI},
+		{"\ufeff[Global]\n", FormatINI},
+		{"  [VirtualCenter \"a\"]", FormatINI},
+		{"# [Global] in a comment\nglobal: {}\n", FormatYAML},
+	}
+	for _, tt := range tests {
+		if got := DetectFormat([]byte(tt.in)); got != tt.want {
+			t.Errorf("DetectFormat(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestEnvOverrides(t *testing.T) {
+	base := "vcenter:\n  a:\n    server: vc-a.example.com\n    secretName: creds\n    secretNamespace: kube-system\n"
+	tests := []struct {
+		name    string
+		file    string
+		env     []string
+		check   func(t *testing.T, cfg *Config)
+		wantErr string
+	}{
+		{
+			name: "VSPHERE_VCENTER_PORT is the global port, not a vCenter",
+			file: base,
+			env:  []string{"VSPHERE_VCENTER_PORT=8443"},
+			check: func(t *testing.T, cfg *Config) {
+				if len(cfg.VCenters) != 1 || cfg.VCenters[0].Port != 8443 {
+					t.Errorf("got %+v", cfg.VCenters)
+				}
+			},
+		},
+		{
+			name: "values containing = are kept whole",
+			file: base,
+			env:  []string{"VSPHERE_USER=admin", "VSPHERE_PASSWORD=a=b==c"},
+			check: func(t *testing.T, cfg *Config) {
+				c := cfg.VCenters[0].Credentials
+				if c.User != "admin" || c.Password.Reveal() != "a=b==c" {
+					t.Errorf("user %q, password kept whole: %v", c.User, c.Password.Reveal() == "a=b==c")
+				}
+			},
+		},
+		{
+			name: "environment overrides the file",
+			file: base + "    port: 443\nglobal:\n  port: 443\n",
+			env:  []string{"VCENTER_1_PORT=9443", "VSPHERE_VCENTER_1=vc-a.example.com", "VSPHERE_DATACENTER=dc1,dc2"},
+			check: func(t *testing.T, cfg *Config) {
+				vc := cfg.VCenters[0]
+				if vc.Name != "a" || vc.Port != 9443 {
+					t.Errorf("per-vCenter variables should update vCenter a: %+v", cfg.VCenters)
+				}
+				if diff := cmp.Diff([]string{"dc1", "dc2"}, vc.Datacenters); diff != "" {
+					t.Errorf("datacenters from VSPHERE_DATACENTER: %s", diff)
+				}
+			},
+		},
+		{
+			name: "a vCenter declared only in the environment",
+			file: "",
+			env:  []string{"VSPHERE_VCENTER_X=vc-x.example.com", "VCENTER_X_USERNAME=u", "VCENTER_X_PASSWORD=p", "VCENTER_X_INSECURE=true"},
+			check: func(t *testing.T, cfg *Config) {
+				vc, ok := cfg.VCenter("vc-x.example.com")
+				if !ok || !vc.InsecureFlag || vc.Credentials.User != "u" {
+					t.Errorf("got %+v", cfg.VCenters)
+				}
+			},
+		},
+		{
+			name:    "a malformed value names the variable",
+			file:    base,
+			env:     []string{"VSPHERE_INSECURE=sometimes"},
+			wantErr: `$VSPHERE_INSECURE: global.insecureFlag: "sometimes" is not a boolean`,
+		},
+		{
+			name: "empty values are ignored",
+			file: base,
+			env:  []string{"VSPHERE_VCENTER_PORT=", "VSPHERE_USER="},
+			check: func(t *testing.T, cfg *Config) {
+				if cfg.VCenters[0].Port != 443 || cfg.VCenters[0].Credentials.User != "" {
+					t.Errorf("got %+v", cfg.VCenters[0])
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _, err := Parse("cfg.yaml", []byte(tt.file), Options{Env: tt.env})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, cfg)
+		})
+	}
+}
+
+func TestOrphanVCenterVariableWarns(t *testing.T) {
+	_, warnings, err := Parse("cfg.yaml", []byte("vcenter:\n  a:\n    server: vc\n    user: u\n    password: p\n"), Options{Env: []string{"VCENTER_7_USERNAME=x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		if w.Pos.Env == "VCENTER_7_USERNAME" && strings.Contains(w.Message, "VSPHERE_VCENTER_7") {
+			return
+		}
+	}
+	t.Errorf("no warning naming VCENTER_7_USERNAME: %v", warnings)
+}
