@@ -103,7 +103,7 @@ func inherit[T any](b *builder, vcPath, key string, vc, g *T, def T, isSet func(
 	return def
 }
 
-func nonEmpty(s string) bool      { return s != "" }
+func nonEmpty(s string) bool       { return s != "" }
 func nonEmptyList(l []string) bool { return len(l) > 0 }
 func always[T any](T) bool         { return true }
 

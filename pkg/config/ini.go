@@ -29,7 +29,7 @@ func readINI(file string, data []byte) (*node, []Diagnostic, []Diagnostic) {
 	}
 	root := &node{kind: mappingNode, line: 1}
 	sections := map[string]*node{} // lower-case section (+ "\x00" + name) -> mapping of keys
-	var current *node               // nil before the first section or inside an ignored one
+	var current *node              // nil before the first section or inside an ignored one
 	inIgnored := false
 	type named struct {
 		vc   *node

@@ -1,11 +1,13 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 )
 
 // Options tunes Parse and Load.
@@ -33,6 +35,10 @@ func Load(path string, opts Options) (*Config, []Diagnostic, error) {
 // an error of type Errors listing every problem; the Config is nil then.
 // file is used only in messages.
 func Parse(file string, data []byte, opts Options) (*Config, []Diagnostic, error) {
+	if !utf8.Valid(data) {
+		line := 1 + bytes.Count(data[:firstInvalidUTF8(data)], []byte("\n"))
+		return nil, nil, Errors{{Pos: Position{File: file, Line: line}, Message: "the file is not valid UTF-8; save it as UTF-8 text"}}
+	}
 	format := DetectFormat(data)
 	var (
 		tree     *node
@@ -63,6 +69,17 @@ func Parse(file string, data []byte, opts Options) (*Config, []Diagnostic, error
 		return nil, warnings, err
 	}
 	return cfg, warnings, nil
+}
+
+func firstInvalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(data)
 }
 
 func finish(diags []Diagnostic) error {

@@ -61,8 +61,8 @@ type rawVCenter struct {
 }
 
 type rawStaticTopology struct {
-	Zone        *string                 `yaml:"zone" ini:"-"`
-	Region      *string                 `yaml:"region" ini:"-"`
+	Zone        *string                   `yaml:"zone" ini:"-"`
+	Region      *string                   `yaml:"region" ini:"-"`
 	Datacenters map[string]*rawZoneRegion `yaml:"datacenters" ini:"-"`
 }
 

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+)
+
+func runCmd(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, env, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestValidateExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../config-examples/*")
+	for _, f := range files {
+		code, out, stderr := runCmd(t, nil, "config", "validate", f)
+		if code != 0 {
+			t.Errorf("validate %s: exit %d\n%s", f, code, stderr)
+		}
+		if !strings.Contains(out, "valid") || !strings.Contains(out, "VCENTER") || !strings.Contains(out, "CREDENTIALS") {
+			t.Errorf("validate %s: no summary:\n%s", f, out)
+		}
+	}
+}
+
+func TestValidateInvalid(t *testing.T) {
+	tests := []struct {
+		file string
+		want []string // each must appear on stderr
+	}{
+		{"../../pkg/config/testdata/invalid/misspelled.yaml", []string{"misspelled.yaml:7: vcenter[\"a\"].sever", "did you mean server?"}},
+		{"../../pkg/config/testdata/invalid/bad-cidrs.yaml", []string{"bad-cidrs.yaml:8: nodes.internalNetworkSubnetCidr[0]"}},
+		{"../../pkg/config/testdata/invalid/duplicate-servers.yaml", []string{"duplicate-servers.yaml:8: vcenter[\"b\"].server", "same server and port"}},
+		{"../../pkg/config/testdata/invalid/missing-credentials.yaml", []string{"missing-credentials.yaml:2: vcenter[\"a\"]: no credentials"}},
+		{"../../pkg/config/testdata/invalid/ini-keys-in-yaml.yaml", []string{"ini-keys-in-yaml.yaml:7: vcenter[\"a\"].ca-file", "did you mean caFile?"}},
+		{"testdata/does-not-exist.yaml", []string{"read cloud-config"}},
+	}
+	for _, tt := range tests {
+		code, out, stderr := runCmd(t, nil, "config", "validate", tt.file)
+		if code != 1 {
+			t.Errorf("validate %s: exit %d, want 1", tt.file, code)
+		}
+		if out != "" {
+			t.Errorf("validate %s wrote to stdout: %s", tt.file, out)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("validate %s: stderr lacks %q:\n%s", tt.file, w, stderr)
+			}
+		}
+	}
+}
+
+func TestConvertINIExample(t *testing.T) {
+	code, out, stderr := runCmd(t, nil, "config", "convert", "../../config-examples/legacy.ini")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	converted, _, err := config.Parse("converted.yaml", []byte(out), config.Options{})
+	if err != nil {
+		t.Fatalf("converted output does not validate: %v\n%s", err, out)
+	}
+	want, _, err := config.Load("../../config-examples/stretched-3-vcenters.yaml", config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, _ := config.Encode(want)
+	b, _, _ := config.Encode(converted)
+	if !bytes.Equal(a, b) {
+		t.Errorf("convert(legacy.ini) differs from the stretched YAML example:\n%s\nvs\n%s", b, a)
+	}
+	if !strings.Contains(stderr, "[Workspace]") {
+		t.Errorf("no warning about the ignored [Workspace] section: %s", stderr)
+	}
+}
+
+// A sentinel password appears in no output of validate or convert, valid or not,
+// from the file or from the environment.
+func TestSentinelPasswordNeverPrinted(t *testing.T) {
+	const sentinel = "Qx7v"
+	env := []string{"VSPHERE_PASSWORD=Env-Qx7v-Secret", "VCENTER_1_PASSWORD=Qx7v", "VSPHERE_VCENTER_1=vc1.example.com"}
+	for _, args := range [][]string{
+		{"config", "validate", "testdata/sentinel.conf"},
+		{"config", "convert", "testdata/sentinel.conf"},
+		{"config", "validate", "testdata/sentinel-broken.yaml"},
+		{"config", "convert", "testdata/sentinel-broken.yaml"},
+	} {
+		code, out, stderr := runCmd(t, env, args...)
+		if strings.Contains(out+stderr, sentinel) {
+			t.Errorf("%v (exit %d) printed the password:\n%s\n%s", args, code, out, stderr)
+		}
+	}
+	code, _, stderr := runCmd(t, env, "config", "convert", "testdata/sentinel.conf")
+	if code != 0 || !strings.Contains(stderr, "inline password was not written") {
+		t.Errorf("convert should succeed and say the password was left out: exit %d, %s", code, stderr)
+	}
+}
