@@ -34,7 +34,7 @@ func TestPasswordNeverPrinted(t *testing.T) {
 				if encErr != nil {
 					t.Fatal(encErr)
 				}
-				outputs = append(outputs, fmt.Sprintf("%v", cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg),
+				outputs = append(outputs, cfg.String(), fmt.Sprintf("%s", cfg), fmt.Sprintf("%v", *cfg), fmt.Sprintf("%+v", *cfg), fmt.Sprintf("%v", cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg),
 					fmt.Sprint(cfg.VCenters), fmt.Sprintf("%v", cfg.VCenters[0].Credentials), string(js), string(enc), strings.Join(notes, "\n"))
 				if !cfg.VCenters[0].Credentials.Password.IsSet() {
 					t.Fatal("password not parsed")

@@ -236,3 +236,16 @@ func netJoinHostPort(host string, port int) string {
 	}
 	return fmt.Sprintf("%s:%d", host, port)
 }
+
+// String is a one-line description without secrets, for logs:
+// "3 vCenter(s): site-a=vc-a.example.com:443[dc-east], ...; zone=k8s-zone region=k8s-region".
+func (c *Config) String() string {
+	if c == nil {
+		return "<nil config>"
+	}
+	parts := make([]string, len(c.VCenters))
+	for i, vc := range c.VCenters {
+		parts[i] = fmt.Sprintf("%s=%s%v", vc.Name, vc.Address(), vc.Datacenters)
+	}
+	return fmt.Sprintf("%d vCenter(s): %s; zone=%q region=%q", len(c.VCenters), strings.Join(parts, ", "), c.Labels.Zone, c.Labels.Region)
+}
