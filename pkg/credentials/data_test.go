@@ -1,0 +1,125 @@
+package credentials
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
+)
+
+func creds(u, p string) Credentials { return Credentials{Username: u, Password: secret.New(p)} }
+
+func TestParseData(t *testing.T) {
+	tests := []struct {
+		name     string
+		data     map[string]string
+		want     Set
+		warnings []string // substrings, one per warning
+		errs     []string // substrings that must appear in the error
+	}{
+		{
+			name: "dotted keys for several servers",
+			data: map[string]string{
+				"vc-a.example.com.username": "admin@vsphere.local", "vc-a.example.com.password": "pa=ss\n",
+				"10.0.0.5.username": "u", "10.0.0.5.password": "p",
+			},
+			want: Set{"vc-a.example.com": creds("admin@vsphere.local", "pa=ss"), "10.0.0.5": creds("u", "p")},
+		},
+		{
+			name: "IPv6-safe keys",
+			data: map[string]string{"server_1": "fd00::5", "username_1": "u", "password_1": "p", "server_b": "vc-b", "username_b": "ub", "password_b": "pb"},
+			want: Set{"fd00::5": creds("u", "p"), "vc-b": creds("ub", "pb")},
+		},
+		{
+			name:     "unknown keys are ignored with a warning",
+			data:     map[string]string{"vc.username": "u", "vc.password": "p", "ca.crt": "x", "note": "y"},
+			want:     Set{"vc": creds("u", "p")},
+			warnings: []string{`"ca.crt" ignored`, `"note" ignored`},
+		},
+		{
+			name: "a username without password is an error naming the key; others survive",
+			data: map[string]string{"vc-a.username": "u", "vc-b.username": "u", "vc-b.password": "p", "vc-c.password": "p"},
+			want: Set{"vc-b": creds("u", "p")},
+			errs: []string{`key "vc-a.username" has no matching password key`, `key "vc-c.password" has no matching username key`},
+		},
+		{
+			name: "id keys without their server",
+			data: map[string]string{"username_9": "u", "password_9": "p", "server_3": "vc3"},
+			want: Set{},
+			errs: []string{`"username_9": no server_9`, `"password_9": no server_9`, `"server_3": no username_3`},
+		},
+		{
+			name: "empty values",
+			data: map[string]string{"vc.username": "", "vc.password": "p", "server_1": " "},
+			want: Set{},
+			errs: []string{`"vc.username": empty username`, `"server_1": empty server name`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := map[string][]byte{}
+			for k, v := range tt.data {
+				data[k] = []byte(v)
+			}
+			got, warnings, err := ParseData(data)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("set (-want +got):\n%s", diff)
+			}
+			if len(warnings) != len(tt.warnings) {
+				t.Errorf("warnings = %q, want %d", warnings, len(tt.warnings))
+			}
+			for i := range min(len(warnings), len(tt.warnings)) {
+				if !strings.Contains(warnings[i], tt.warnings[i]) {
+					t.Errorf("warning %q lacks %q", warnings[i], tt.warnings[i])
+				}
+			}
+			if len(tt.errs) == 0 && err != nil {
+				t.Errorf("unexpected error: %v", err)
+			}
+			for _, e := range tt.errs {
+				if err == nil || !strings.Contains(err.Error(), e) {
+					t.Errorf("error %v lacks %q", err, e)
+				}
+			}
+			// No value ever appears in warnings or errors.
+			text := strings.Join(warnings, "\n") + fmt.Sprint(err) + fmt.Sprintf("%+v %#v", got, got)
+			for k, v := range tt.data {
+				if strings.Contains(k, "password") && len(strings.TrimSpace(v)) > 0 && strings.Contains(text, strings.TrimSpace(v)) && len(v) > 1 {
+					t.Errorf("output reveals the value of %s: %s", k, text)
+				}
+			}
+		})
+	}
+}
+
+func FuzzParseData(f *testing.F) {
+	f.Add("vc.username", "u", "vc.password", "p")
+	f.Add("server_1", "fd00::1", "username_1", "u")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		set, warnings, err := ParseData(map[string][]byte{k1: []byte(v1), k2: []byte(v2)})
+		for server, c := range set {
+			if server == "" || c.Username == "" || !c.Password.IsSet() {
+				t.Fatalf("incomplete entry %q: %+v", server, c)
+			}
+		}
+		// A password value never appears in errors or warnings (unless it
+		// also appears in a key or the other value, which may be printed).
+		text := fmt.Sprint(err, warnings)
+		for _, kv := range [][2]string{{k1, v1}, {k2, v2}} {
+			k, v := kv[0], strings.TrimRight(kv[1], "\r\n")
+			isPassword := strings.HasSuffix(k, ".password") || strings.HasPrefix(k, "password_")
+			if !isPassword || len(v) < 6 || strings.Contains(k1+k2, v) || strings.Contains(v1+v2, v+v) {
+				continue
+			}
+			if other := v1 + v2; strings.Count(other, v) > 1 {
+				continue
+			}
+			if strings.Contains(text, v) {
+				t.Fatalf("output reveals the value of %q: %s", k, text)
+			}
+		}
+	})
+}
