@@ -1,0 +1,211 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+)
+
+// ErrNoCredentials means no configured source has credentials for a vCenter.
+var ErrNoCredentials = errors.New("no credentials")
+
+// Options tunes a Manager. The zero value is usable.
+type Options struct {
+	// Client reads and watches Secrets. Required when any vCenter names a Secret.
+	Client kubernetes.Interface
+	// DirectoryPollInterval is how often the secrets directory is re-read
+	// (default 10s).
+	DirectoryPollInterval time.Duration
+}
+
+// Manager holds the current credentials of every source and keeps them
+// current: named Secrets are watched by informers scoped to exactly their
+// namespace and name, the secrets directory is re-read periodically. A
+// deleted Secret or an unreadable directory keeps the last known values.
+type Manager struct {
+	cfg  *config.Config
+	opts Options
+
+	mu      sync.RWMutex
+	secrets map[config.SecretRef]Set // last known good entries per Secret
+	dir     Set
+	changed chan struct{} // closed on every change, then replaced
+}
+
+// New returns a Manager for cfg; call Start before Get.
+func New(cfg *config.Config, opts Options) *Manager {
+	if opts.DirectoryPollInterval <= 0 {
+		opts.DirectoryPollInterval = 10 * time.Second
+	}
+	return &Manager{cfg: cfg, opts: opts, secrets: map[config.SecretRef]Set{}, changed: make(chan struct{})}
+}
+
+// refs lists every Secret the config names, once.
+func (m *Manager) refs() []config.SecretRef {
+	seen := map[config.SecretRef]bool{}
+	var out []config.SecretRef
+	for _, vc := range m.cfg.VCenters {
+		for _, r := range []*config.SecretRef{vc.Credentials.Secret, vc.Credentials.GlobalSecret} {
+			if r != nil && !seen[*r] {
+				seen[*r] = true
+				out = append(out, *r)
+			}
+		}
+	}
+	return out
+}
+
+// Start loads every source eagerly and keeps watching until ctx ends. It
+// returns once the Secrets are synced or ctx expires; a source that could
+// not be read is logged and retried in the background, never fatal.
+func (m *Manager) Start(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithName("credentials")
+	refs := m.refs()
+	if len(refs) > 0 && m.opts.Client == nil {
+		return fmt.Errorf("credentials: the config names Secrets (%v) but no Kubernetes client was given", refs)
+	}
+	var synced []cache.InformerSynced
+	for _, ref := range refs {
+		synced = append(synced, m.watchSecret(ctx, log, ref))
+	}
+	if dir := m.cfg.Global.SecretsDirectory; dir != "" {
+		m.readDirectory(log, dir)
+		go m.pollDirectory(ctx, log, dir)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("credentials: Secrets %v not synced: %w", refs, ctx.Err())
+	}
+	return nil
+}
+
+func (m *Manager) watchSecret(ctx context.Context, log klog.Logger, ref config.SecretRef) cache.InformerSynced {
+	factory := informers.NewSharedInformerFactoryWithOptions(m.opts.Client, 0,
+		informers.WithNamespace(ref.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + ref.Name }))
+	inf := factory.Core().V1().Secrets().Informer()
+	log = log.WithValues("secret", ref.String())
+	update := func(obj any) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok || s.Name != ref.Name || s.Namespace != ref.Namespace {
+			return
+		}
+		set, warnings, err := ParseData(s.Data)
+		for _, w := range warnings {
+			log.Info("Warning: Secret key ignored", "detail", w)
+		}
+		if err != nil {
+			log.Error(err, "Secret has incomplete credentials; the last known values stay in use for those servers")
+		}
+		m.mu.Lock()
+		merged := maps.Clone(m.secrets[ref])
+		if merged == nil {
+			merged = Set{}
+		}
+		maps.Copy(merged, set)
+		m.secrets[ref] = merged
+		m.notifyLocked()
+		m.mu.Unlock()
+		log.V(2).Info("Credentials loaded from Secret", "servers", len(set))
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    update,
+		UpdateFunc: func(_, obj any) { update(obj) },
+		DeleteFunc: func(any) {
+			log.Info("Warning: Secret deleted; the last known credentials stay in use")
+		},
+	})
+	factory.Start(ctx.Done())
+	return inf.HasSynced
+}
+
+func (m *Manager) readDirectory(log klog.Logger, dir string) {
+	raw, err := ReadDirectory(dir)
+	if err != nil {
+		log.Error(err, "Secrets directory unreadable; the last known credentials stay in use")
+		return
+	}
+	set, warnings, err := ParseData(raw)
+	for _, w := range warnings {
+		log.Info("Warning: file in secrets directory ignored", "dir", dir, "detail", w)
+	}
+	if err != nil {
+		log.Error(err, "Secrets directory has incomplete credentials", "dir", dir)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	merged := maps.Clone(m.dir)
+	if merged == nil {
+		merged = Set{}
+	}
+	maps.Copy(merged, set)
+	if !maps.EqualFunc(merged, m.dir, Credentials.Equal) {
+		m.dir = merged
+		m.notifyLocked()
+	}
+}
+
+func (m *Manager) pollDirectory(ctx context.Context, log klog.Logger, dir string) {
+	t := time.NewTicker(m.opts.DirectoryPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.readDirectory(log, dir)
+		}
+	}
+}
+
+func (m *Manager) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of any source.
+func (m *Manager) Changed() <-chan struct{} {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed
+}
+
+// Get returns the credentials for vc from the first source, in precedence
+// order, that has them, and names that source. The error wraps
+// ErrNoCredentials and lists each source consulted.
+func (m *Manager) Get(vc config.VCenter) (Credentials, string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var tried []string
+	c := vc.Credentials
+	for _, ref := range []*config.SecretRef{c.Secret, c.GlobalSecret} {
+		if ref == nil {
+			continue
+		}
+		if cr, ok := m.secrets[*ref][vc.Server]; ok {
+			return cr, "Secret " + ref.String(), nil
+		}
+		tried = append(tried, fmt.Sprintf("Secret %s has no %s.username/%s.password (or server_<id> entry)", ref, vc.Server, vc.Server))
+	}
+	if c.SecretsDirectory != "" {
+		if cr, ok := m.dir[vc.Server]; ok {
+			return cr, "secrets directory " + c.SecretsDirectory, nil
+		}
+		tried = append(tried, fmt.Sprintf("secrets directory %s has no %s.username/%s.password", c.SecretsDirectory, vc.Server, vc.Server))
+	}
+	if c.HasInline() {
+		return Credentials{Username: c.User, Password: c.Password}, "inline config", nil
+	}
+	return Credentials{}, "", fmt.Errorf("vcenter %q: %w: %v", vc.Name, ErrNoCredentials, tried)
+}

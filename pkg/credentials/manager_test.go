@@ -1,0 +1,140 @@
+package credentials
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+)
+
+func loadConfig(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	cfg, _, err := config.Parse("test.yaml", []byte(yaml), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func secretObj(ns, name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+// waitFor polls cond until it holds or the test's deadline budget runs out.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPrecedenceAndRotation(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, v string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("vc-c.password", "dir-pass")
+	write("vc-c.username", "dir-user")
+	cfg := loadConfig(t, `
+global:
+  secretName: global-creds
+  secretNamespace: kube-system
+  secretsDirectory: `+dir+`
+vcenter:
+  a: {server: vc-a, secretName: a-creds}
+  b: {server: vc-b}
+  c: {server: vc-c}
+  d: {server: vc-d, user: inline-user, password: inline-pass}
+  e: {server: vc-e}
+`)
+	client := fake.NewClientset(
+		secretObj("kube-system", "a-creds", map[string]string{"vc-a.username": "a-user", "vc-a.password": "a-pass"}),
+		secretObj("kube-system", "global-creds", map[string]string{"vc-a.username": "x", "vc-a.password": "x", "vc-b.username": "b-user", "vc-b.password": "b-pass", "extra": "ignored"}),
+		secretObj("kube-system", "unrelated", map[string]string{"vc-e.username": "no", "vc-e.password": "no"}),
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := New(cfg, Options{Client: client, DirectoryPollInterval: 20 * time.Millisecond})
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct{ user, pass, source string }{
+		"a": {"a-user", "a-pass", "Secret kube-system/a-creds"},
+		"b": {"b-user", "b-pass", "Secret kube-system/global-creds"},
+		"c": {"dir-user", "dir-pass", "secrets directory " + dir},
+		"d": {"inline-user", "inline-pass", "inline config"},
+	}
+	for name, w := range want {
+		vc, _ := cfg.VCenter(name)
+		got, source, err := m.Get(vc)
+		if err != nil || got.Username != w.user || got.Password.Reveal() != w.pass || source != w.source {
+			t.Errorf("%s: got %q from %q (err %v), want %q from %q", name, got.Username, source, err, w.user, w.source)
+		}
+	}
+	vcE, _ := cfg.VCenter("e")
+	if _, _, err := m.Get(vcE); !errors.Is(err, ErrNoCredentials) {
+		t.Errorf("e: want ErrNoCredentials (the unrelated Secret must not be used), got %v", err)
+	}
+
+	// Rotation in a Secret, seen without a restart.
+	changed := m.Changed()
+	_, err := client.CoreV1().Secrets("kube-system").Update(ctx,
+		secretObj("kube-system", "a-creds", map[string]string{"vc-a.username": "a-user", "vc-a.password": "a-pass-2"}), metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-changed
+	vcA, _ := cfg.VCenter("a")
+	waitFor(t, "rotated Secret", func() bool { c, _, _ := m.Get(vcA); return c.Password.Reveal() == "a-pass-2" })
+
+	// A deleted Secret keeps the last known credentials.
+	if err := client.CoreV1().Secrets("kube-system").Delete(ctx, "a-creds", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if c, _, err := m.Get(vcA); err != nil || c.Password.Reveal() != "a-pass-2" {
+		t.Errorf("after deletion: %v, password kept: %v", err, c.Password.Reveal() == "a-pass-2")
+	}
+
+	// Rotation in the directory.
+	write("vc-c.password", "dir-pass-2")
+	vcC, _ := cfg.VCenter("c")
+	waitFor(t, "rotated directory", func() bool { c, _, _ := m.Get(vcC); return c.Password.Reveal() == "dir-pass-2" })
+
+	// An incomplete update keeps the previous value for that server.
+	_, err = client.CoreV1().Secrets("kube-system").Update(ctx,
+		secretObj("kube-system", "global-creds", map[string]string{"vc-b.username": "b-user-3"}), metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	vcB, _ := cfg.VCenter("b")
+	if c, _, _ := m.Get(vcB); c.Password.Reveal() != "b-pass" || c.Username != "b-user" {
+		t.Errorf("incomplete update replaced the good entry: %q", c.Username)
+	}
+}
+
+func TestStartWithoutClient(t *testing.T) {
+	cfg := loadConfig(t, "vcenter: {a: {server: vc-a, secretName: s, secretNamespace: ns}}")
+	if err := New(cfg, Options{}).Start(context.Background()); err == nil {
+		t.Fatal("want an error: Secrets configured but no client")
+	}
+}
