@@ -122,8 +122,13 @@ func (m *Manager) watchSecret(ctx context.Context, log klog.Logger, ref config.S
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    update,
 		UpdateFunc: func(_, obj any) { update(obj) },
-		DeleteFunc: func(any) {
-			log.Info("Warning: Secret deleted; the last known credentials stay in use")
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if s, ok := obj.(*corev1.Secret); ok && s.Name == ref.Name && s.Namespace == ref.Namespace {
+				log.Info("Warning: Secret deleted; the last known credentials stay in use")
+			}
 		},
 	})
 	factory.Start(ctx.Done())
