@@ -1,0 +1,152 @@
+package vcsim
+
+import (
+	"io"
+	"net"
+	"sync"
+)
+
+// FrontMode is what the TCP front of a simulated vCenter does with
+// connections.
+type FrontMode int
+
+// The front modes.
+const (
+	// Up forwards connections to the simulator.
+	Up FrontMode = iota
+	// Down closes the listener: connections are refused, like a stopped vCenter.
+	Down
+	// Hung accepts connections and never answers, like a black-holed vCenter.
+	Hung
+)
+
+func (m FrontMode) String() string {
+	switch m {
+	case Up:
+		return "up"
+	case Down:
+		return "down"
+	case Hung:
+		return "hung"
+	}
+	return "unknown"
+}
+
+// front is a TCP forwarder on a fixed 127.0.0.1 port in front of a
+// simulator, so that a vCenter can go away and come back on the same address
+// with its state (inventory, tags, sessions) kept.
+type front struct {
+	addr   string // fixed listen address
+	target string
+
+	mu    sync.Mutex
+	mode  FrontMode
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newFront(target string) (*front, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	f := &front{addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
+	f.serve(ln)
+	return f, nil
+}
+
+func (f *front) serve(ln net.Listener) {
+	f.ln = ln
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			mode := f.mode
+			f.conns[c] = struct{}{}
+			f.mu.Unlock()
+			if mode == Hung {
+				continue // held open, never read: the client waits until its own deadline
+			}
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				f.forward(c)
+			}()
+		}
+	}()
+}
+
+func (f *front) forward(c net.Conn) {
+	defer f.drop(c)
+	up, err := net.Dial("tcp", f.target)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	f.conns[up] = struct{}{}
+	f.mu.Unlock()
+	defer f.drop(up)
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go cp(up, c)
+	go cp(c, up)
+	<-done
+	<-done
+}
+
+func (f *front) drop(c net.Conn) {
+	_ = c.Close()
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
+}
+
+// set switches the mode. Every open connection is closed on a change, so
+// clients notice at their next request.
+func (f *front) set(mode FrontMode) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if mode == f.mode {
+		return nil
+	}
+	for c := range f.conns {
+		_ = c.Close()
+		delete(f.conns, c)
+	}
+	prev := f.mode
+	f.mode = mode
+	switch {
+	case mode == Down:
+		return f.ln.Close()
+	case prev == Down:
+		ln, err := net.Listen("tcp", f.addr)
+		if err != nil {
+			f.mode = Down
+			return err
+		}
+		f.serve(ln)
+	}
+	return nil
+}
+
+func (f *front) close() {
+	f.mu.Lock()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	_ = f.ln.Close() // already closed when Down
+	f.mu.Unlock()
+	f.wg.Wait()
+}

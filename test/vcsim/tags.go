@@ -1,0 +1,73 @@
+package vcsim
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Tag attaches the tag named tag of the category named category to every
+// object, creating the category (single cardinality) and the tag if needed.
+// The simulator does not enforce cardinality, so tests can build conflicts
+// on purpose.
+func (v *VCenter) Tag(ctx context.Context, category, tag string, objs ...types.ManagedObjectReference) error {
+	m := tags.NewManager(v.rest)
+	v.mu.Lock()
+	catID, ok := v.cats[category]
+	v.mu.Unlock()
+	if !ok {
+		id, err := m.CreateCategory(ctx, &tags.Category{Name: category, Cardinality: "SINGLE"})
+		if err != nil {
+			return fmt.Errorf("create category %q: %w", category, err)
+		}
+		catID = id
+		v.mu.Lock()
+		v.cats[category] = id
+		v.mu.Unlock()
+	}
+	key := [2]string{category, tag}
+	v.mu.Lock()
+	tagID, ok := v.tags[key]
+	v.mu.Unlock()
+	if !ok {
+		id, err := m.CreateTag(ctx, &tags.Tag{Name: tag, CategoryID: catID})
+		if err != nil {
+			return fmt.Errorf("create tag %q in %q: %w", tag, category, err)
+		}
+		tagID = id
+		v.mu.Lock()
+		v.tags[key] = id
+		v.mu.Unlock()
+	}
+	if len(objs) == 0 {
+		return nil
+	}
+	refs := make([]mo.Reference, len(objs))
+	for i := range objs {
+		refs[i] = objs[i]
+	}
+	if err := m.AttachTagToMultipleObjects(ctx, tagID, refs); err != nil {
+		return fmt.Errorf("attach %s/%s: %w", category, tag, err)
+	}
+	return nil
+}
+
+// Untag detaches the tag from the objects.
+func (v *VCenter) Untag(ctx context.Context, category, tag string, objs ...types.ManagedObjectReference) error {
+	v.mu.Lock()
+	tagID, ok := v.tags[[2]string{category, tag}]
+	v.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("vcsim: no tag %s/%s", category, tag)
+	}
+	m := tags.NewManager(v.rest)
+	for _, o := range objs {
+		if err := m.DetachTag(ctx, tagID, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
