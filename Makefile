@@ -6,7 +6,7 @@ FUZZTIME ?= 10s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/credentials:FuzzParseData
 
-.PHONY: all build test unit fuzz lint fmt clean
+.PHONY: all build test unit fuzz bench lint fmt clean
 
 all: lint build test
 
@@ -27,6 +27,11 @@ fuzz:
 		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
 		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME); \
 	done
+
+## bench: benchmarks against simulated vCenters (results: docs/performance.md)
+BENCHTIME ?= 1s
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/...
 
 ## lint: go vet and a gofmt check
 lint:

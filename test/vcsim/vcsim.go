@@ -58,6 +58,8 @@ type Spec struct {
 	Hosts int
 	// VMs is the number of VMs per cluster (default 2).
 	VMs int
+	// Latency delays every SOAP call, like a WAN link (default none).
+	Latency time.Duration
 	// User and Password are the accepted login (defaults
 	// "ccm@vsphere.local" and "initial-<Name>").
 	User, Password string
@@ -207,6 +209,7 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 	m.Host = 0
 	m.Pool = 0
 	m.Portgroup = 0
+	m.DelayConfig.Delay = int(spec.Latency / time.Millisecond)
 	if err := m.Create(); err != nil {
 		return nil, err
 	}
@@ -451,13 +454,17 @@ func (v *VCenter) SetSessionTimeout(ctx context.Context, d time.Duration) error 
 	return sim25.SetSessionTimeout(ctx, v.admin, d)
 }
 
-// TerminateSessions ends every SOAP session of Spec.User, as an
-// administrator would in the vSphere Client.
-func (v *VCenter) TerminateSessions(ctx context.Context) (int, error) {
+// CountSessions is the number of SOAP sessions of Spec.User.
+func (v *VCenter) CountSessions(ctx context.Context) (int, error) {
+	keys, err := v.sessionKeys(ctx)
+	return len(keys), err
+}
+
+func (v *VCenter) sessionKeys(ctx context.Context) ([]string, error) {
 	var sm mo.SessionManager
 	if err := mo.RetrieveProperties(ctx, v.admin, v.admin.ServiceContent.PropertyCollector,
 		*v.admin.ServiceContent.SessionManager, &sm); err != nil {
-		return 0, err
+		return nil, err
 	}
 	var keys []string
 	for _, s := range sm.SessionList {
@@ -465,10 +472,17 @@ func (v *VCenter) TerminateSessions(ctx context.Context) (int, error) {
 			keys = append(keys, s.Key)
 		}
 	}
-	if len(keys) == 0 {
-		return 0, nil
+	return keys, nil
+}
+
+// TerminateSessions ends every SOAP session of Spec.User, as an
+// administrator would in the vSphere Client.
+func (v *VCenter) TerminateSessions(ctx context.Context) (int, error) {
+	keys, err := v.sessionKeys(ctx)
+	if err != nil || len(keys) == 0 {
+		return 0, err
 	}
-	_, err := methods.TerminateSession(ctx, v.admin, &types.TerminateSession{
+	_, err = methods.TerminateSession(ctx, v.admin, &types.TerminateSession{
 		This: *v.admin.ServiceContent.SessionManager, SessionId: keys})
 	return len(keys), err
 }
