@@ -408,6 +408,15 @@ func (v *VCenter) SetGuest(vm types.ManagedObjectReference, hostname string, nic
 	})
 }
 
+// SetUUID changes a VM's BIOS UUID (the simulator's ReconfigVM does not
+// notify property collectors of it).
+func (v *VCenter) SetUUID(vm types.ManagedObjectReference, uuid string) {
+	v.Model.Map().AtomicUpdate(v.Model.Service.Context, v.Model.Map().Get(vm), []types.PropertyChange{
+		{Name: "config.uuid", Val: uuid},
+		{Name: "summary.config.uuid", Val: uuid},
+	})
+}
+
 // Server is the address clients put in the config's server field.
 func (v *VCenter) Server() string { return v.Host }
 

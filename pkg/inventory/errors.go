@@ -1,0 +1,64 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotFound means every vCenter in scope answered and none has the VM.
+// It is the only error that may lead to a Node being deleted.
+var ErrNotFound = errors.New("VM not found")
+
+// ErrAmbiguous means more than one VM matches.
+var ErrAmbiguous = errors.New("ambiguous VM")
+
+// NotFoundError is ErrNotFound with what was searched and where.
+type NotFoundError struct {
+	Key      string // for example `BIOS UUID "4201..."`
+	VCenters []string
+}
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("no VM with %s in vCenters %s (every one answered); check the VM exists in a configured datacenter, or set the Node's providerID/systemUUID correctly",
+		e.Key, strings.Join(e.VCenters, ", "))
+}
+
+// Is makes errors.Is(err, ErrNotFound) true.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// AmbiguousError lists every VM that matched.
+type AmbiguousError struct {
+	Key        string
+	Candidates []VM
+}
+
+func (e *AmbiguousError) Error() string {
+	locs := make([]string, len(e.Candidates))
+	for i, vm := range e.Candidates {
+		locs[i] = vm.Location()
+	}
+	return fmt.Sprintf("%d VMs match %s: %s; make it unique (remove or rename the duplicate, or limit the datacenters in the config), or set the Node's providerID",
+		len(e.Candidates), e.Key, strings.Join(locs, "; "))
+}
+
+// Is makes errors.Is(err, ErrAmbiguous) true.
+func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
+
+// IncompleteError means no VM matched among the vCenters that answered,
+// but some could not be asked: the VM may be there.
+type IncompleteError struct {
+	Key    string
+	Causes []error
+}
+
+func (e *IncompleteError) Error() string {
+	msgs := make([]string, len(e.Causes))
+	for i, c := range e.Causes {
+		msgs[i] = c.Error()
+	}
+	return fmt.Sprintf("cannot tell whether a VM with %s exists: %s", e.Key, strings.Join(msgs, "; "))
+}
+
+// Unwrap returns the causes.
+func (e *IncompleteError) Unwrap() []error { return e.Causes }

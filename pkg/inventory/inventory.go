@@ -1,0 +1,295 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+// Options tunes an Inventory.
+type Options struct {
+	// MaxWait bounds each WaitForUpdatesEx long poll (default 30s; keep it
+	// below the request timeout).
+	MaxWait time.Duration
+}
+
+// Inventory is the set of per-vCenter indexes.
+type Inventory struct {
+	indexes []*Index
+	opts    Options
+}
+
+// New returns an Inventory over the given vCenter clients; call Run.
+func New(clients []Client, opts Options) *Inventory {
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = 30 * time.Second
+	}
+	inv := &Inventory{opts: opts}
+	for _, c := range clients {
+		inv.indexes = append(inv.indexes, NewIndex(c))
+	}
+	return inv
+}
+
+// Run starts one sync loop per vCenter; they stop when ctx ends.
+func (inv *Inventory) Run(ctx context.Context) {
+	for _, ix := range inv.indexes {
+		go ix.Run(ctx, inv.opts.MaxWait)
+	}
+}
+
+// WaitForSync waits until every index has completed a full sync, or ctx
+// ends; it reports the vCenters still not synced.
+func (inv *Inventory) WaitForSync(ctx context.Context) error {
+	for {
+		var pending []string
+		for _, ix := range inv.indexes {
+			ix.mu.RLock()
+			ok := ix.synced
+			ix.mu.RUnlock()
+			if !ok {
+				pending = append(pending, ix.VCenter())
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("inventory of %s not synced: %w", strings.Join(pending, ", "), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Indexes returns the per-vCenter indexes, in config order.
+func (inv *Inventory) Indexes() []*Index { return inv.indexes }
+
+// Index returns the index of the named vCenter, or nil.
+func (inv *Inventory) Index(vcenter string) *Index {
+	for _, ix := range inv.indexes {
+		if ix.VCenter() == vcenter {
+			return ix
+		}
+	}
+	return nil
+}
+
+// FindByUUID finds the VM with this BIOS UUID, in either byte order, in any
+// vCenter. It answers from the index; on a miss it asks every vCenter
+// directly (a VM created a moment ago may not be indexed yet).
+func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
+	u := NormalizeUUID(uuid)
+	if u == "" {
+		return VM{}, fmt.Errorf("%q is not a UUID", uuid)
+	}
+	keys := []string{u}
+	if sw := SwapUUID(u); sw != u {
+		keys = append(keys, sw)
+	}
+	key := fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", u, SwapUUID(u))
+	return inv.find(ctx, key,
+		func(ix *Index) []VM { return ix.lookup(func(d *data) map[string][]ref { return d.byUUID }, keys...) },
+		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, keys) })
+}
+
+// FindByName finds the VM with this name in any vCenter. Names are only
+// looked up in the index: a vCenter whose index is not complete makes a
+// miss an error, not ErrNotFound.
+func (inv *Inventory) FindByName(ctx context.Context, name string) (VM, error) {
+	return inv.find(ctx, fmt.Sprintf("VM name %q", name),
+		func(ix *Index) []VM { return ix.lookup(func(d *data) map[string][]ref { return d.byName }, name) }, nil)
+}
+
+// FindByGuestHostname finds the VM whose guest host name (VMware Tools) is
+// name, case-insensitively, falling back to a direct search by DNS name.
+func (inv *Inventory) FindByGuestHostname(ctx context.Context, name string) (VM, error) {
+	lower := strings.ToLower(name)
+	return inv.find(ctx, fmt.Sprintf("guest host name %q", name),
+		func(ix *Index) []VM { return ix.lookup(func(d *data) map[string][]ref { return d.byHost }, lower) },
+		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchDNSName(ctx, name) })
+}
+
+type searchFunc func(context.Context, *Index) ([]VM, error)
+
+func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Index) []VM, search searchFunc) (VM, error) {
+	var found []VM
+	var incomplete []error
+	for _, ix := range inv.indexes {
+		vms := fromIndex(ix)
+		found = append(found, vms...)
+		if len(vms) == 0 {
+			if ok, _, err := ix.Status(); !ok {
+				incomplete = append(incomplete, err)
+			}
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1:
+		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(found)}
+	case search == nil && len(incomplete) > 0:
+		return VM{}, &IncompleteError{Key: key, Causes: incomplete}
+	case search == nil:
+		return VM{}, &NotFoundError{Key: key, VCenters: inv.names()}
+	}
+
+	// Not in any index: ask every vCenter, in parallel.
+	type result struct {
+		vms []VM
+		err error
+	}
+	results := make([]result, len(inv.indexes))
+	var wg sync.WaitGroup
+	for i, ix := range inv.indexes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vms, err := search(ctx, ix)
+			if err != nil {
+				err = fmt.Errorf("vCenter %q: %w", ix.VCenter(), err)
+			}
+			results[i] = result{vms, err}
+		}()
+	}
+	wg.Wait()
+	var causes []error
+	for _, r := range results {
+		found = append(found, r.vms...)
+		if r.err != nil {
+			causes = append(causes, r.err)
+		}
+	}
+	switch {
+	case len(found) > 1:
+		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(found)}
+	case len(found) == 1:
+		return found[0], nil
+	case len(causes) > 0:
+		return VM{}, &IncompleteError{Key: key, Causes: causes}
+	}
+	return VM{}, &NotFoundError{Key: key, VCenters: inv.names()}
+}
+
+func (inv *Inventory) names() []string {
+	out := make([]string, len(inv.indexes))
+	for i, ix := range inv.indexes {
+		out[i] = ix.VCenter()
+	}
+	return out
+}
+
+func sortVMs(vms []VM) []VM {
+	slices.SortFunc(vms, func(a, b VM) int { return strings.Compare(a.Location(), b.Location()) })
+	return vms
+}
+
+// searchUUID asks the vCenter for VMs with one of the BIOS UUIDs.
+func (ix *Index) searchUUID(ctx context.Context, uuids []string) ([]VM, error) {
+	var out []VM
+	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+		out = nil
+		si := object.NewSearchIndex(s.VIM)
+		for _, u := range uuids {
+			r, err := si.FindByUuid(ctx, nil, u, true, types.NewBool(false))
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				continue
+			}
+			vm, ok, err := ix.fetch(ctx, s, r.Reference())
+			if err != nil {
+				return err
+			}
+			if ok {
+				out = append(out, vm)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// searchDNSName asks the vCenter for VMs whose guest host name is name.
+func (ix *Index) searchDNSName(ctx context.Context, name string) ([]VM, error) {
+	var out []VM
+	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+		out = nil
+		refs, err := object.NewSearchIndex(s.VIM).FindAllByDnsName(ctx, nil, name, true)
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			vm, ok, err := ix.fetch(ctx, s, r.Reference())
+			if err != nil {
+				return err
+			}
+			if ok {
+				out = append(out, vm)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// fetch reads one VM and its ancestry; ok is false for templates and VMs
+// outside the configured datacenters.
+func (ix *Index) fetch(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) (VM, bool, error) {
+	vm := &VM{Ref: r}
+	res, err := retrieve(ctx, s, r)
+	if err != nil {
+		return VM{}, false, err
+	}
+	for _, p := range res {
+		applyVM(vm, types.PropertyChange{Name: p.Name, Val: p.Val, Op: types.PropertyChangeOpAssign})
+	}
+	if vm.Template {
+		return VM{}, false, nil
+	}
+	chain, err := mo.Ancestors(ctx, s.VIM, s.VIM.ServiceContent.PropertyCollector, r)
+	if err != nil {
+		return VM{}, false, err
+	}
+	out := *vm
+	out.VCenter = ix.VCenter()
+	for _, e := range chain {
+		if e.Self.Type == "Datacenter" {
+			out.Datacenter = e.Name
+		}
+	}
+	if dcs := ix.client.Config().Datacenters; len(dcs) > 0 && !slices.Contains(dcs, out.Datacenter) {
+		return VM{}, false, nil
+	}
+	return out, true, nil
+}
+
+func retrieve(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) ([]types.DynamicProperty, error) {
+	req := types.RetrieveProperties{
+		This: s.VIM.ServiceContent.PropertyCollector,
+		SpecSet: []types.PropertyFilterSpec{{
+			ObjectSet: []types.ObjectSpec{{Obj: r}},
+			PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}},
+		}},
+	}
+	res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Returnval) == 0 {
+		return nil, nil
+	}
+	return res.Returnval[0].PropSet, nil
+}

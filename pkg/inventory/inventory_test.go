@@ -1,0 +1,255 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+type inline struct{}
+
+func (inline) Get(vc config.VCenter) (credentials.Credentials, string, error) {
+	return credentials.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}, "inline config", nil
+}
+func (inline) Changed() <-chan struct{} { return nil }
+
+type env struct {
+	fleet *vcsim.Fleet
+	pool  *vcenter.Pool
+	inv   *inventory.Inventory
+	ctx   context.Context
+}
+
+// setup starts vc-a (dc-1, dc-2), vc-b and vc-c, connects and syncs.
+// datacenters optionally limits vc-a's datacenters in the config.
+func setup(t *testing.T, datacenters ...string) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	f, err := vcsim.Start(ctx,
+		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: 2},
+		vcsim.Spec{Name: "vc-b", Hosts: 1, VMs: 2},
+		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	var b strings.Builder
+	b.WriteString("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\nvcenter:\n")
+	for _, v := range f.VCenters {
+		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    caFile: %s\n    user: %s\n    password: %s\n", v.Name, v.Host, v.Port, v.CAFile, v.User, v.Password)
+		if v.Name == "vc-a" && len(datacenters) > 0 {
+			fmt.Fprintf(&b, "    datacenters: [%s]\n", strings.Join(datacenters, ", "))
+		}
+	}
+	cfg, _, err := config.Parse("test.yaml", []byte(b.String()), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: inline{}, RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Start(ctx)
+	t.Cleanup(pool.Close)
+	var clients []inventory.Client
+	for _, c := range pool.Clients() {
+		clients = append(clients, c)
+	}
+	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second})
+	inv.Run(ctx)
+	if err := inv.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &env{fleet: f, pool: pool, inv: inv, ctx: ctx}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestLookups(t *testing.T) {
+	e := setup(t)
+	all := e.fleet.VMs()
+	if got := len(all); got != 2*2+2+2 {
+		t.Fatalf("fleet has %d VMs", got)
+	}
+	for _, want := range all {
+		for _, key := range []string{want.UUID, strings.ToUpper(want.UUID), inventory.SwapUUID(want.UUID)} {
+			vm, err := e.inv.FindByUUID(e.ctx, key)
+			if err != nil {
+				t.Fatalf("FindByUUID(%s): %v", key, err)
+			}
+			if vm.Ref != want.Ref || vm.VCenter != want.VCenter || vm.Datacenter != want.Datacenter || vm.Name != want.Name ||
+				vm.Host != want.HostRef || vm.GuestHostname != want.Name || len(vm.NICs) != 1 || vm.NICs[0].IPs[0].String() != want.IPv4 ||
+				vm.PowerState != types.VirtualMachinePowerStatePoweredOn || vm.NumCPU == 0 || vm.MemoryMB == 0 {
+				t.Errorf("FindByUUID(%s) = %+v, want %+v", key, vm, want)
+			}
+		}
+		if vm, err := e.inv.FindByName(e.ctx, want.Name); err != nil || vm.Ref != want.Ref || vm.VCenter != want.VCenter {
+			t.Errorf("FindByName(%s) = %v, %v", want.Name, vm.Location(), err)
+		}
+		if vm, err := e.inv.FindByGuestHostname(e.ctx, strings.ToUpper(want.Name)); err != nil || vm.Ref != want.Ref {
+			t.Errorf("FindByGuestHostname(%s) = %v, %v", want.Name, vm.Location(), err)
+		}
+	}
+	_, err := e.inv.FindByUUID(e.ctx, "4299ffff-0000-4000-8000-000000000000")
+	if !errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("unknown UUID: %v, want ErrNotFound", err)
+	}
+	if _, err := e.inv.FindByUUID(e.ctx, "not-a-uuid"); err == nil || errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("malformed UUID: %v, want a plain error", err)
+	}
+}
+
+func TestDatacenterScope(t *testing.T) {
+	e := setup(t, "dc-2")
+	a := e.fleet.VCenter("vc-a")
+	for _, vm := range a.VMs {
+		_, err := e.inv.FindByUUID(e.ctx, vm.UUID)
+		if vm.Datacenter == "dc-2" && err != nil {
+			t.Errorf("%s in dc-2: %v", vm.Name, err)
+		}
+		if vm.Datacenter == "dc-1" && !errors.Is(err, inventory.ErrNotFound) {
+			t.Errorf("%s in dc-1 (not configured): %v, want ErrNotFound", vm.Name, err)
+		}
+	}
+}
+
+func TestDuplicatesAreAmbiguous(t *testing.T) {
+	e := setup(t)
+	a, b := e.fleet.VCenter("vc-a"), e.fleet.VCenter("vc-b")
+	dup := a.VMs[0]
+	// Give a VM in vc-b the same BIOS UUID and the same name.
+	victim := b.VMs[0]
+	b.SetUUID(victim.Ref, dup.UUID)
+	vm := object.NewVirtualMachine(b.Admin(), victim.Ref)
+	task, err := vm.Rename(e.ctx, dup.Name)
+	if err == nil {
+		err = task.Wait(e.ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the index to see the changes", func() bool {
+		_, err := e.inv.FindByName(e.ctx, dup.Name)
+		return errors.Is(err, inventory.ErrAmbiguous)
+	})
+	_, err = e.inv.FindByUUID(e.ctx, dup.UUID)
+	var amb *inventory.AmbiguousError
+	if !errors.As(err, &amb) || len(amb.Candidates) != 2 {
+		t.Fatalf("duplicate UUID: %v, want an AmbiguousError with 2 candidates", err)
+	}
+	for _, want := range []string{"vc-a/dc-1/" + dup.Name, "vc-b/dc-1/" + dup.Name, dup.UUID} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
+
+func TestChangesAreFollowed(t *testing.T) {
+	e := setup(t)
+	c := e.fleet.VCenter("vc-c")
+	target := c.VMs[0]
+	vm := object.NewVirtualMachine(c.Admin(), target.Ref)
+
+	// Power off.
+	task, err := vm.PowerOff(e.ctx)
+	if err == nil {
+		err = task.Wait(e.ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "powered off in the index", func() bool {
+		got, err := e.inv.FindByUUID(e.ctx, target.UUID)
+		return err == nil && got.PowerState == types.VirtualMachinePowerStatePoweredOff
+	})
+
+	// Destroy: the next lookup is ErrNotFound (every vCenter answered).
+	if task, err = vm.Destroy(e.ctx); err == nil {
+		err = task.Wait(e.ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "gone from the index", func() bool {
+		_, err := e.inv.FindByUUID(e.ctx, target.UUID)
+		return errors.Is(err, inventory.ErrNotFound)
+	})
+}
+
+func TestVCenterDown(t *testing.T) {
+	e := setup(t)
+	a := e.fleet.VCenter("vc-a")
+	if err := a.SetMode(vcsim.Down); err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := e.pool.Client("vc-a")
+	eventually(t, "vc-a seen down", func() bool {
+		_ = ca.Do(e.ctx, func(ctx context.Context, s *vcenter.Session) error {
+			_, err := object.NewSearchIndex(s.VIM).FindByUuid(ctx, nil, "x", true, nil)
+			return err
+		})
+		return ca.Health().State == vcenter.Down
+	})
+	// VMs of the other vCenters are still found.
+	for _, vm := range e.fleet.VCenter("vc-b").VMs {
+		if _, err := e.inv.FindByUUID(e.ctx, vm.UUID); err != nil {
+			t.Errorf("%s: %v", vm.Name, err)
+		}
+	}
+	// A miss is not "not found": vc-a could not be asked.
+	_, err := e.inv.FindByUUID(e.ctx, "4299ffff-0000-4000-8000-000000000000")
+	if err == nil || errors.Is(err, inventory.ErrNotFound) || !errors.Is(err, vcenter.ErrUnavailable) {
+		t.Errorf("miss while vc-a is down: %v, want an error wrapping ErrUnavailable, not ErrNotFound", err)
+	}
+	if _, err := e.inv.FindByName(e.ctx, "no-such-vm"); err == nil || errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("name miss while vc-a is down: %v, want an error, not ErrNotFound", err)
+	}
+	if err := a.SetMode(vcsim.Up); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "vc-a back", func() bool {
+		_, err := e.inv.FindByName(e.ctx, "no-such-vm")
+		return errors.Is(err, inventory.ErrNotFound)
+	})
+}
+
+func TestSwapUUID(t *testing.T) {
+	cases := map[string]string{
+		"42010203-0405-0607-0809-0a0b0c0d0e0f": "03020142-0504-0706-0809-0a0b0c0d0e0f",
+		"ABCDEF01-2345-6789-ABCD-EF0123456789": "01efcdab-4523-8967-abcd-ef0123456789",
+		"not-a-uuid":                           "",
+		"42010203-0405-0607-0809-0a0b0c0d0e0g": "",
+	}
+	for in, want := range cases {
+		if got := inventory.SwapUUID(in); got != want {
+			t.Errorf("SwapUUID(%q) = %q, want %q", in, got, want)
+		}
+		if want != "" && inventory.SwapUUID(want) != strings.ToLower(in) {
+			t.Errorf("SwapUUID is not its own inverse for %q", in)
+		}
+	}
+}
