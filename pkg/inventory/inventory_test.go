@@ -3,7 +3,6 @@ package inventory_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,15 +47,12 @@ func setup(t *testing.T, datacenters ...string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
-	var b strings.Builder
-	b.WriteString("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\nvcenter:\n")
-	for _, v := range f.VCenters {
-		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    caFile: %s\n    user: %s\n    password: %s\n", v.Name, v.Host, v.Port, v.CAFile, v.User, v.Password)
-		if v.Name == "vc-a" && len(datacenters) > 0 {
-			fmt.Fprintf(&b, "    datacenters: [%s]\n", strings.Join(datacenters, ", "))
-		}
+	per := map[string][]string{}
+	if len(datacenters) > 0 {
+		per["vc-a"] = []string{"datacenters: [" + strings.Join(datacenters, ", ") + "]"}
 	}
-	cfg, _, err := config.Parse("test.yaml", []byte(b.String()), config.Options{})
+	text := f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n", per)
+	cfg, _, err := config.Parse("test.yaml", []byte(text), config.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -517,4 +518,25 @@ func (v *VCenter) VM(name string) (VM, error) {
 		}
 	}
 	return VM{}, fmt.Errorf("%w: %s in %s", ErrNoVM, name, v.Name)
+}
+
+// Config returns a cloud-config (YAML) for the fleet: every vCenter with
+// its address, CA file and inline credentials. head is inserted first (for
+// example global:, labels: and nodes: blocks); per adds lines, indented
+// for you, to the named vCenters.
+func (f *Fleet) Config(head string, per map[string][]string) string {
+	var b strings.Builder
+	b.WriteString(head)
+	if head != "" && !strings.HasSuffix(head, "\n") {
+		b.WriteString("\n")
+	}
+	b.WriteString("vcenter:\n")
+	for _, v := range f.VCenters {
+		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    caFile: %s\n    user: %s\n    password: %s\n",
+			v.Name, v.Host, v.Port, v.CAFile, v.User, v.Password)
+		for _, l := range per[v.Name] {
+			fmt.Fprintf(&b, "    %s\n", l)
+		}
+	}
+	return b.String()
 }

@@ -1,0 +1,241 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+)
+
+// Value is one resolved label value and where it came from.
+type Value struct {
+	Value string `json:"value"`
+	// From says where the value came from, for example
+	// "tag k8s-zone:zone-a on cluster site-a (domain-c7)".
+	From string `json:"from"`
+}
+
+// Result is the topology of one VM. Zone and Region are nil when not
+// configured (no category and no static value).
+type Result struct {
+	Zone   *Value           `json:"zone,omitempty"`
+	Region *Value           `json:"region,omitempty"`
+	Labels map[string]Value `json:"labels,omitempty"`
+}
+
+// Resolver resolves VMs of every vCenter.
+type Resolver struct {
+	cfg    *config.Config
+	inv    *inventory.Inventory
+	caches map[string]*Cache
+}
+
+// NewResolver builds one tag cache per vCenter client.
+func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client) *Resolver {
+	cats := []string{}
+	if cfg.Labels.Zone != "" {
+		cats = append(cats, cfg.Labels.Zone)
+	}
+	if cfg.Labels.Region != "" {
+		cats = append(cats, cfg.Labels.Region)
+	}
+	for _, a := range cfg.Labels.Additional {
+		cats = append(cats, a.Category)
+	}
+	r := &Resolver{cfg: cfg, inv: inv, caches: map[string]*Cache{}}
+	for _, c := range clients {
+		r.caches[c.Name()] = NewCache(c, cats)
+	}
+	return r
+}
+
+// Cache returns the tag cache of the named vCenter.
+func (r *Resolver) Cache(vcenter string) *Cache { return r.caches[vcenter] }
+
+// Run refreshes every cache on the configured interval until ctx ends.
+func (r *Resolver) Run(ctx context.Context) {
+	for name, c := range r.caches {
+		ix := r.inv.Index(name)
+		go c.Run(ctx, r.cfg.Global.TagRefreshInterval, func() []types.ManagedObjectReference { return objectsOf(ix) })
+	}
+}
+
+// WaitForSync waits until every cache has been filled once, or ctx ends.
+func (r *Resolver) WaitForSync(ctx context.Context) error {
+	for {
+		pending := 0
+		for _, c := range r.caches {
+			if ok, _, _ := c.Status(); !ok {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("tags of %d vCenters not read: %w", pending, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func objectsOf(ix *inventory.Index) []types.ManagedObjectReference {
+	if ix == nil {
+		return nil
+	}
+	var out []types.ManagedObjectReference
+	for _, o := range ix.Objects() {
+		out = append(out, o.Ref)
+	}
+	for _, vm := range ix.VMs() {
+		out = append(out, vm.Ref)
+	}
+	return out
+}
+
+// Chain returns the objects searched for a VM's tags, nearest first:
+//
+//	host, cluster (or standalone compute resource), its host folders,
+//	datacenter, the datacenter's folders, then the VM and its VM folders.
+//
+// The physical placement comes first: a zone is a failure domain, and the
+// host chain follows the VM after a vMotion. Tags on the VM and its folders
+// are a fallback for sites where only VMs may be tagged.
+func Chain(ix *inventory.Index, vm inventory.VM) []inventory.Object {
+	var chain []inventory.Object
+	if vm.Host.Value != "" {
+		chain = append(chain, ix.Ancestors(vm.Host)...)
+	}
+	chain = append(chain, inventory.Object{Ref: vm.Ref, Name: vm.Name, Parent: vm.Folder})
+	for _, o := range ix.Ancestors(vm.Folder) {
+		if o.Ref.Type == "Datacenter" {
+			break
+		}
+		chain = append(chain, o)
+	}
+	return chain
+}
+
+func describe(o inventory.Object) string {
+	return fmt.Sprintf("%s %s (%s)", inventory.Kind(o.Ref), o.Name, o.Ref.Value)
+}
+
+// Resolve returns the zone, region and additional labels of vm. It makes
+// no request when the tags of the VM and its ancestors are cached, and at
+// most one otherwise.
+func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error) {
+	vc, ok := r.cfg.VCenter(vm.VCenter)
+	if !ok {
+		return Result{}, fmt.Errorf("VM %s: vCenter %q is not configured", vm.Location(), vm.VCenter)
+	}
+	ix := r.inv.Index(vm.VCenter)
+	cache := r.caches[vm.VCenter]
+	if ix == nil || cache == nil {
+		return Result{}, fmt.Errorf("VM %s: no inventory for vCenter %q", vm.Location(), vm.VCenter)
+	}
+	chain := Chain(ix, vm)
+	var res Result
+	staticZone, staticRegion := static(vc, vm.Datacenter)
+
+	needTags := (r.cfg.Labels.Zone != "" && staticZone == nil) || (r.cfg.Labels.Region != "" && staticRegion == nil) ||
+		len(r.cfg.Labels.Additional) > 0
+	if needTags {
+		refs := make([]types.ManagedObjectReference, len(chain))
+		for i, o := range chain {
+			refs[i] = o.Ref
+		}
+		if err := cache.Ensure(ctx, refs); err != nil {
+			return Result{}, fmt.Errorf("VM %s: read tags: %w", vm.Location(), err)
+		}
+	}
+
+	var errs []error
+	resolve := func(static *Value, category, label string) *Value {
+		if static != nil {
+			return static
+		}
+		if category == "" {
+			return nil
+		}
+		v, err := r.walk(cache, vm, chain, category, label, true)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
+	res.Zone = resolve(staticZone, r.cfg.Labels.Zone, "labels.zone")
+	res.Region = resolve(staticRegion, r.cfg.Labels.Region, "labels.region")
+	for _, a := range r.cfg.Labels.Additional {
+		v, err := r.walk(cache, vm, chain, a.Category, a.Label, false)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if v != nil {
+			if res.Labels == nil {
+				res.Labels = map[string]Value{}
+			}
+			res.Labels[a.Label] = *v
+		}
+	}
+	if len(errs) > 0 {
+		return res, joinErrors(errs)
+	}
+	return res, nil
+}
+
+func static(vc config.VCenter, datacenter string) (zone, region *Value) {
+	st := vc.StaticTopology
+	if st.Zone != "" {
+		zone = &Value{st.Zone, fmt.Sprintf("staticTopology of vcenter %s", vc.Name)}
+	}
+	if st.Region != "" {
+		region = &Value{st.Region, fmt.Sprintf("staticTopology of vcenter %s", vc.Name)}
+	}
+	if d, ok := st.Datacenters[datacenter]; ok {
+		from := fmt.Sprintf("staticTopology of vcenter %s, datacenter %s", vc.Name, datacenter)
+		if d.Zone != "" {
+			zone = &Value{d.Zone, from}
+		}
+		if d.Region != "" {
+			region = &Value{d.Region, from}
+		}
+	}
+	return zone, region
+}
+
+// walk finds the nearest object in chain with a tag of category.
+func (r *Resolver) walk(cache *Cache, vm inventory.VM, chain []inventory.Object, category, what string, required bool) (*Value, error) {
+	for _, o := range chain {
+		names, _ := cache.tagsOn(o.Ref, category)
+		switch len(names) {
+		case 0:
+			continue
+		case 1:
+			if errs := validation.IsValidLabelValue(names[0]); len(errs) > 0 {
+				return nil, &InvalidTagError{VCenter: vm.VCenter, Object: describe(o), Category: category, Tag: names[0], Reason: strings.Join(errs, "; ")}
+			}
+			return &Value{names[0], fmt.Sprintf("tag %s:%s on %s", category, names[0], describe(o))}, nil
+		default:
+			return nil, &ConflictError{VCenter: vm.VCenter, Object: describe(o), Category: category, Tags: names}
+		}
+	}
+	if !required {
+		return nil, nil
+	}
+	if !cache.hasCategory(category) {
+		return nil, &MissingTagError{VCenter: vm.VCenter, VM: vm.Location(), Category: category, What: what, NoCategory: true}
+	}
+	checked := make([]string, len(chain))
+	for i, o := range chain {
+		checked[i] = describe(o)
+	}
+	return nil, &MissingTagError{VCenter: vm.VCenter, VM: vm.Location(), Category: category, What: what, Checked: checked}
+}

@@ -1,0 +1,251 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+type inline struct{}
+
+func (inline) Get(vc config.VCenter) (credentials.Credentials, string, error) {
+	return credentials.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}, "inline config", nil
+}
+func (inline) Changed() <-chan struct{} { return nil }
+
+// fleet: vc-a with dc-1 (2 clusters) and dc-2, vc-b and vc-c with one each.
+func startFleet(t *testing.T) (*vcsim.Fleet, context.Context) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	f, err := vcsim.Start(ctx,
+		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1", "dc-2"}, Clusters: 2, Hosts: 2, VMs: 2},
+		vcsim.Spec{Name: "vc-b", Hosts: 2, VMs: 2},
+		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f, ctx
+}
+
+// tagStretched tags regions on datacenters and zones on clusters.
+func tagStretched(t *testing.T, ctx context.Context, f *vcsim.Fleet) {
+	t.Helper()
+	for _, v := range f.VCenters {
+		dcs := map[string]types.ManagedObjectReference{}
+		clusters := map[string]types.ManagedObjectReference{}
+		for _, vm := range v.VMs {
+			clusters[vm.Cluster] = vm.ClusterRef
+			dcs[vm.Datacenter] = datacenterRef(t, v, vm)
+		}
+		for name, ref := range dcs {
+			must(t, v.Tag(ctx, "k8s-region", v.Name+"-"+name, ref))
+		}
+		for name, ref := range clusters {
+			must(t, v.Tag(ctx, "k8s-zone", "zone-"+name, ref))
+		}
+	}
+}
+
+func datacenterRef(t *testing.T, v *vcsim.VCenter, vm vcsim.VM) types.ManagedObjectReference {
+	t.Helper()
+	for _, e := range v.Model.Map().All("Datacenter") {
+		if e.Entity().Name == vm.Datacenter {
+			return e.Reference()
+		}
+	}
+	t.Fatalf("no datacenter %s", vm.Datacenter)
+	return types.ManagedObjectReference{}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type stack struct {
+	inv *inventory.Inventory
+	res *topology.Resolver
+}
+
+// start connects to the fleet with the given head (labels:) and per-vCenter lines.
+func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per map[string][]string) stack {
+	t.Helper()
+	cfg, _, err := config.Parse("test.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"+head, per)), config.Options{})
+	must(t, err)
+	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: inline{}})
+	must(t, err)
+	pool.Start(ctx)
+	t.Cleanup(pool.Close)
+	var ic []inventory.Client
+	var tc []topology.Client
+	for _, c := range pool.Clients() {
+		ic = append(ic, c)
+		tc = append(tc, c)
+	}
+	inv := inventory.New(ic, inventory.Options{MaxWait: time.Second})
+	rctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	inv.Run(rctx)
+	must(t, inv.WaitForSync(ctx))
+	res := topology.NewResolver(cfg, inv, tc)
+	res.Run(rctx)
+	must(t, res.WaitForSync(ctx))
+	return stack{inv, res}
+}
+
+func (s stack) resolve(t *testing.T, ctx context.Context, vm vcsim.VM) (topology.Result, error) {
+	t.Helper()
+	found, err := s.inv.FindByUUID(ctx, vm.UUID)
+	must(t, err)
+	return s.res.Resolve(ctx, found)
+}
+
+const zoneAndRegion = "labels:\n  zone: k8s-zone\n  region: k8s-region\n"
+
+func TestStretched(t *testing.T) {
+	f, ctx := startFleet(t)
+	tagStretched(t, ctx, f)
+	// A host tag overrides its cluster's; an extra category becomes a label.
+	a := f.VCenter("vc-a")
+	override := a.VMs[0]
+	must(t, a.Tag(ctx, "k8s-zone", "zone-host-override", override.HostRef))
+	must(t, a.Tag(ctx, "rack", "r42", override.ClusterRef))
+	s := start(t, ctx, f, zoneAndRegion+"  additional:\n  - category: rack\n    label: example.com/rack\n", nil)
+
+	for _, vm := range f.VMs() {
+		got, err := s.resolve(t, ctx, vm)
+		if err != nil {
+			t.Errorf("%s: %v", vm.Name, err)
+			continue
+		}
+		wantZone, wantFrom := "zone-"+vm.Cluster, "on cluster "+vm.Cluster
+		if vm.VCenter == "vc-a" && vm.HostRef == override.HostRef {
+			wantZone, wantFrom = "zone-host-override", "on host "+vm.Host
+		}
+		if got.Zone == nil || got.Zone.Value != wantZone || !strings.Contains(got.Zone.From, wantFrom) {
+			t.Errorf("%s: zone %+v, want %s from %q", vm.Name, got.Zone, wantZone, wantFrom)
+		}
+		wantRegion := vm.VCenter + "-" + vm.Datacenter
+		if got.Region == nil || got.Region.Value != wantRegion || !strings.Contains(got.Region.From, "on datacenter "+vm.Datacenter) {
+			t.Errorf("%s: region %+v, want %s", vm.Name, got.Region, wantRegion)
+		}
+		rack, ok := got.Labels["example.com/rack"]
+		if wantRack := vm.ClusterRef == override.ClusterRef && vm.VCenter == "vc-a"; ok != wantRack || (ok && rack.Value != "r42") {
+			t.Errorf("%s: rack label %+v (present %v, want %v)", vm.Name, rack, ok, wantRack)
+		}
+	}
+}
+
+func TestZoneOnlyStaticAndVMFallback(t *testing.T) {
+	f, ctx := startFleet(t)
+	a, b := f.VCenter("vc-a"), f.VCenter("vc-b")
+	for _, vm := range a.VMs {
+		must(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+	}
+	// vc-b: only VMs are tagged.
+	for _, vm := range b.VMs {
+		must(t, b.Tag(ctx, "k8s-zone", "vm-zone-"+vm.Name, vm.Ref))
+	}
+	// vc-c: no tags, static zone.
+	s := start(t, ctx, f, "labels:\n  zone: k8s-zone\n", map[string][]string{
+		"vc-c": {"staticTopology:", "  zone: static-zone", "  datacenters:", "    dc-1:", "      region: static-region"},
+	})
+	for _, vm := range f.VMs() {
+		got, err := s.resolve(t, ctx, vm)
+		if err != nil {
+			t.Fatalf("%s: %v", vm.Name, err)
+		}
+		want := map[string]string{"vc-a": "zone-" + vm.Cluster, "vc-b": "vm-zone-" + vm.Name, "vc-c": "static-zone"}[vm.VCenter]
+		if got.Zone == nil || got.Zone.Value != want {
+			t.Errorf("%s: zone %+v, want %s", vm.Name, got.Zone, want)
+		}
+		if vm.VCenter == "vc-c" {
+			if got.Region == nil || got.Region.Value != "static-region" || !strings.Contains(got.Region.From, "datacenter dc-1") {
+				t.Errorf("%s: region %+v, want static-region from the datacenter entry", vm.Name, got.Region)
+			}
+		} else if got.Region != nil {
+			t.Errorf("%s: region %+v, want none (zone-only config)", vm.Name, got.Region)
+		}
+	}
+}
+
+func TestTagErrors(t *testing.T) {
+	f, ctx := startFleet(t)
+	a, b := f.VCenter("vc-a"), f.VCenter("vc-b")
+	conflictVM, invalidVM := a.VMs[0], b.VMs[0]
+	must(t, a.Tag(ctx, "k8s-zone", "zone-1", conflictVM.ClusterRef))
+	must(t, a.Tag(ctx, "k8s-zone", "zone-2", conflictVM.ClusterRef)) // the simulator does not enforce cardinality
+	must(t, b.Tag(ctx, "k8s-zone", "not a valid label!", invalidVM.ClusterRef))
+	s := start(t, ctx, f, "labels:\n  zone: k8s-zone\n", nil)
+
+	_, err := s.resolve(t, ctx, conflictVM)
+	var ce *topology.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, topology.ErrTopology) {
+		t.Fatalf("conflict: %v", err)
+	}
+	for _, want := range []string{"cluster " + conflictVM.Cluster, "zone-1, zone-2", "k8s-zone", "detach"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not contain %q", err, want)
+		}
+	}
+	_, err = s.resolve(t, ctx, invalidVM)
+	var ie *topology.InvalidTagError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), `"not a valid label!"`) || !strings.Contains(err.Error(), "cluster "+invalidVM.Cluster) {
+		t.Fatalf("invalid tag: %v", err)
+	}
+	// vc-c has the category (created in vc-a/vc-b only): no category at all.
+	_, err = s.resolve(t, ctx, f.VCenter("vc-c").VMs[0])
+	var me *topology.MissingTagError
+	if !errors.As(err, &me) || !me.NoCategory || !strings.Contains(err.Error(), `no tag category "k8s-zone"`) {
+		t.Fatalf("missing category: %v", err)
+	}
+	// A VM of vc-a in dc-2: the category exists, no tag anywhere on its chain.
+	var untagged vcsim.VM
+	for _, vm := range a.VMs {
+		if vm.Datacenter == "dc-2" {
+			untagged = vm
+		}
+	}
+	_, err = s.resolve(t, ctx, untagged)
+	if !errors.As(err, &me) || me.NoCategory || !strings.Contains(err.Error(), "host "+untagged.Host) || !strings.Contains(err.Error(), "datacenter dc-2") {
+		t.Fatalf("missing tag: %v", err)
+	}
+}
+
+// TestNewObjectsAreReadOnDemand tags a cluster after the cache was filled,
+// with a VM the cache has never seen: its attachments are read at once.
+func TestNewObjectsAreReadOnDemand(t *testing.T) {
+	f, ctx := startFleet(t)
+	tagStretched(t, ctx, f)
+	s := start(t, ctx, f, zoneAndRegion, nil)
+	c := f.VCenter("vc-c")
+	vm := c.VMs[0]
+	got, err := s.resolve(t, ctx, vm)
+	if err != nil || got.Zone.Value != "zone-"+vm.Cluster {
+		t.Fatalf("%v, %v", got, err)
+	}
+	// Refresh with an object list that leaves the VM out, then ask again:
+	// the cache notices it never read the VM and reads it.
+	must(t, s.res.Cache("vc-c").Refresh(ctx, nil))
+	got, err = s.resolve(t, ctx, vm)
+	if err != nil || got.Zone.Value != "zone-"+vm.Cluster {
+		t.Fatalf("after a refresh without the VM: %v, %v", got, err)
+	}
+}
