@@ -1,0 +1,325 @@
+// Package provider is the Kubernetes side: it implements
+// k8s.io/cloud-provider's Interface with InstancesV2 on top of the vSphere
+// packages (vcenter, inventory, topology). It is the only package that
+// speaks Kubernetes types besides the credential manager's Secret watch.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+// Name is the provider name (--cloud-provider).
+const Name = "vsphere"
+
+// ProviderIDPrefix starts every providerID, as with the reference CCM.
+const ProviderIDPrefix = "vsphere://"
+
+// Labels added to every node, naming where its VM is.
+const (
+	LabelVCenter    = "vsphere.vsphere-ccm.io/vcenter"
+	LabelDatacenter = "vsphere.vsphere-ccm.io/datacenter"
+)
+
+// Options tunes a Provider.
+type Options struct {
+	// VCenter tunes the vCenter clients; its Credentials field is set by
+	// the provider.
+	VCenter vcenter.Options
+	// InventoryMaxWait bounds each inventory long poll (default 30s, at
+	// most half the request timeout).
+	InventoryMaxWait time.Duration
+	// SyncTimeout bounds how long Start waits for the inventories and tag
+	// caches before serving (default: the connect timeout).
+	SyncTimeout time.Duration
+}
+
+// Provider is the vSphere cloud provider.
+type Provider struct {
+	cfg  *config.Config
+	opts Options
+
+	pool  *vcenter.Pool
+	creds *credentials.Manager
+	inv   *inventory.Inventory
+	topo  *topology.Resolver
+
+	startOnce sync.Once
+	started   chan struct{}
+	startErr  error
+	cancel    context.CancelFunc
+}
+
+// New builds a provider from a validated config. It does no I/O.
+func New(cfg *config.Config, opts Options) (*Provider, error) {
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = cfg.Global.ConnectTimeout
+	}
+	if opts.InventoryMaxWait <= 0 {
+		opts.InventoryMaxWait = min(30*time.Second, max(cfg.Global.RequestTimeout/2, time.Second))
+	}
+	return &Provider{cfg: cfg, opts: opts, started: make(chan struct{})}, nil
+}
+
+// Start loads credentials (Secrets through kube, which may be nil when no
+// Secret is configured), connects every vCenter, and starts the inventory
+// and tag caches, waiting at most SyncTimeout for them. vCenters that are
+// down do not fail Start. Start is idempotent.
+func (p *Provider) Start(ctx context.Context, kube kubernetes.Interface) error {
+	p.startOnce.Do(func() {
+		defer close(p.started)
+		p.startErr = p.start(ctx, kube)
+	})
+	<-p.started
+	return p.startErr
+}
+
+func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
+	log := klog.FromContext(ctx)
+	ctx, p.cancel = context.WithCancel(ctx)
+	p.creds = credentials.New(p.cfg, credentials.Options{Client: kube})
+	sctx, cancel := context.WithTimeout(ctx, p.opts.SyncTimeout)
+	defer cancel()
+	if err := p.creds.Start(sctx); err != nil {
+		if kube == nil {
+			return err
+		}
+		log.Error(err, "Credentials not fully loaded; continuing, vCenters without credentials stay down until they are")
+	}
+	vopts := p.opts.VCenter
+	vopts.Credentials = p.creds
+	pool, err := vcenter.NewPool(p.cfg, vopts)
+	if err != nil {
+		return err
+	}
+	p.pool = pool
+	pool.Start(ctx)
+	var ic []inventory.Client
+	var tc []topology.Client
+	for _, c := range pool.Clients() {
+		ic = append(ic, c)
+		tc = append(tc, c)
+	}
+	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait})
+	p.inv.Run(ctx)
+	p.topo = topology.NewResolver(p.cfg, p.inv, tc)
+	if err := p.inv.WaitForSync(sctx); err != nil {
+		log.Info("Not every inventory is synced yet; lookups in those vCenters return errors until they are", "err", err)
+	}
+	p.topo.Run(ctx)
+	if err := p.topo.WaitForSync(sctx); err != nil {
+		log.Info("Not every tag cache is filled yet", "err", err)
+	}
+	return nil
+}
+
+// Close stops the background work and logs out of every vCenter.
+func (p *Provider) Close() {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	if p.pool != nil {
+		p.pool.Close()
+	}
+}
+
+// Pool returns the vCenter clients (nil before Start).
+func (p *Provider) Pool() *vcenter.Pool { return p.pool }
+
+// Inventory returns the VM inventory (nil before Start).
+func (p *Provider) Inventory() *inventory.Inventory { return p.inv }
+
+// Topology returns the tag resolver (nil before Start).
+func (p *Provider) Topology() *topology.Resolver { return p.topo }
+
+// Config returns the config the provider was built from.
+func (p *Provider) Config() *config.Config { return p.cfg }
+
+func (p *Provider) ready() bool { return p.pool != nil && p.inv != nil && p.topo != nil }
+
+func (p *Provider) notReady() error {
+	return errors.New("the vSphere provider is not started yet (vCenter connections being set up)")
+}
+
+func (p *Provider) providerID(vm inventory.VM) string { return ProviderIDPrefix + vm.UUID }
+
+// Initialize is called by the framework before the controllers start.
+func (p *Provider) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stop
+		cancel()
+	}()
+	kube, err := clientBuilder.Client("vsphere-cloud-controller-manager")
+	if err != nil {
+		klog.ErrorS(err, "No Kubernetes client for the credential manager")
+	}
+	if err := p.Start(ctx, kube); err != nil {
+		klog.ErrorS(err, "vSphere provider failed to start")
+	}
+}
+
+// ProviderName returns "vsphere".
+func (p *Provider) ProviderName() string { return Name }
+
+// HasClusterID is true: the provider does not need a cluster ID.
+func (p *Provider) HasClusterID() bool { return true }
+
+// InstancesV2 is the supported instances interface.
+func (p *Provider) InstancesV2() (cloudprovider.InstancesV2, bool) { return p, true }
+
+// Instances is not supported (InstancesV2 is).
+func (p *Provider) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// LoadBalancer is not supported.
+func (p *Provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Zones is not supported (InstancesV2 reports zones).
+func (p *Provider) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not supported.
+func (p *Provider) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes is not supported.
+func (p *Provider) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// FindVM finds the VM of a node: by providerID when set, else by the
+// configured lookup order (systemUUID, VM name, guest host name). A method
+// that cannot tell (vCenter down, ambiguity) stops the search: a weaker
+// method must not pick another VM.
+func (p *Provider) FindVM(ctx context.Context, node *v1.Node) (inventory.VM, error) {
+	if !p.ready() {
+		return inventory.VM{}, p.notReady()
+	}
+	if id := node.Spec.ProviderID; id != "" {
+		uuid, ok := strings.CutPrefix(id, ProviderIDPrefix)
+		if !ok {
+			return inventory.VM{}, fmt.Errorf("node %s: providerID %q does not start with %q: not a vSphere node", node.Name, id, ProviderIDPrefix)
+		}
+		vm, err := p.inv.FindByUUID(ctx, uuid)
+		if err != nil {
+			return vm, fmt.Errorf("node %s (providerID %s): %w", node.Name, id, err)
+		}
+		return vm, nil
+	}
+	var misses []string
+	for _, m := range p.cfg.Nodes.LookupOrder {
+		var vm inventory.VM
+		var err error
+		switch m {
+		case config.LookupUUID:
+			su := node.Status.NodeInfo.SystemUUID
+			if su == "" {
+				misses = append(misses, "no systemUUID reported yet")
+				continue
+			}
+			vm, err = p.inv.FindByUUID(ctx, su)
+		case config.LookupVMName:
+			vm, err = p.inv.FindByName(ctx, node.Name)
+		case config.LookupGuestHostname:
+			vm, err = p.inv.FindByGuestHostname(ctx, node.Name)
+		}
+		if err == nil {
+			return vm, nil
+		}
+		if !errors.Is(err, inventory.ErrNotFound) {
+			return vm, fmt.Errorf("node %s: %w", node.Name, err)
+		}
+		misses = append(misses, err.Error())
+	}
+	if len(misses) > 0 && strings.HasPrefix(misses[0], "no systemUUID") && len(misses) == 1 {
+		return inventory.VM{}, fmt.Errorf("node %s has no systemUUID yet and nodes.lookupOrder has no other method", node.Name)
+	}
+	return inventory.VM{}, &nodeNotFound{node: node.Name, misses: misses}
+}
+
+type nodeNotFound struct {
+	node   string
+	misses []string
+}
+
+func (e *nodeNotFound) Error() string {
+	return fmt.Sprintf("node %s: no VM found (%s); check nodes.lookupOrder, the VM name and the datacenters in the config", e.node, strings.Join(e.misses, "; "))
+}
+
+func (e *nodeNotFound) Is(target error) bool { return target == inventory.ErrNotFound }
+
+// InstanceExists is false only when every vCenter in scope answered and
+// none has the VM. Any other failure is an error, so no Node is deleted
+// because a vCenter could not be asked.
+func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	_, err := p.FindVM(ctx, node)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, inventory.ErrNotFound):
+		klog.FromContext(ctx).Info("VM of node not found in any vCenter", "node", node.Name, "detail", err)
+		return false, nil
+	}
+	return false, err
+}
+
+// InstanceShutdown is true for a VM that is powered off or suspended.
+func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	vm, err := p.FindVM(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	return vm.PowerState == types.VirtualMachinePowerStatePoweredOff || vm.PowerState == types.VirtualMachinePowerStateSuspended, nil
+}
+
+// InstanceMetadata returns the providerID, instance type, addresses, zone,
+// region and labels of the node's VM.
+func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	vm, err := p.FindVM(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	vc, _ := p.cfg.VCenter(vm.VCenter)
+	addrs, err := Addresses(vm, node.Name, p.cfg.Nodes, vc.IPFamilies)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	topo, err := p.topo.Resolve(ctx, vm)
+	if err != nil {
+		return nil, fmt.Errorf("node %s (VM %s): %w", node.Name, vm.Location(), err)
+	}
+	md := &cloudprovider.InstanceMetadata{
+		ProviderID:       p.providerID(vm),
+		InstanceType:     InstanceType(vm),
+		NodeAddresses:    addrs,
+		AdditionalLabels: map[string]string{},
+	}
+	if topo.Zone != nil {
+		md.Zone = topo.Zone.Value
+	}
+	if topo.Region != nil {
+		md.Region = topo.Region.Value
+	}
+	for k, v := range topo.Labels {
+		md.AdditionalLabels[k] = v.Value
+	}
+	for k, v := range map[string]string{LabelVCenter: vm.VCenter, LabelDatacenter: vm.Datacenter} {
+		if len(validation.IsValidLabelValue(v)) == 0 {
+			md.AdditionalLabels[k] = v
+		}
+	}
+	return md, nil
+}

@@ -1,0 +1,359 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	fleet *vcsim.Fleet
+	p     *provider.Provider
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stretched starts vc-a (dc-1 with 2 clusters, dc-2), vc-b and vc-c, tags
+// regions on datacenters and zones on clusters, and starts a provider with
+// the given extra config.
+func stretched(t *testing.T, head string, per map[string][]string) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	f, err := vcsim.Start(ctx,
+		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1", "dc-2"}, Clusters: 2, Hosts: 2, VMs: 2},
+		vcsim.Spec{Name: "vc-b", Hosts: 2, VMs: 2},
+		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 2})
+	must(t, err)
+	t.Cleanup(f.Close)
+	for _, v := range f.VCenters {
+		for _, vm := range v.VMs {
+			must(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+			must(t, v.Tag(ctx, "k8s-region", "region-"+v.Name+"-"+vm.Datacenter, dcRef(v, vm.Datacenter)))
+		}
+	}
+	if head == "" {
+		head = "labels:\n  zone: k8s-zone\n  region: k8s-region\n"
+	}
+	text := f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"+head, per)
+	cfg, _, err := config.Parse("test.yaml", []byte(text), config.Options{})
+	must(t, err)
+	p, err := provider.New(cfg, provider.Options{VCenter: vcenter.Options{RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond}})
+	must(t, err)
+	must(t, p.Start(ctx, nil))
+	t.Cleanup(p.Close)
+	return &env{t: t, ctx: ctx, fleet: f, p: p}
+}
+
+func dcRef(v *vcsim.VCenter, name string) types.ManagedObjectReference {
+	for _, e := range v.Model.Map().All("Datacenter") {
+		if e.Entity().Name == name {
+			return e.Reference()
+		}
+	}
+	return types.ManagedObjectReference{}
+}
+
+// node is a Node as kubelet --cloud-provider=external registers it.
+func node(vm vcsim.VM) *v1.Node {
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: vm.Name},
+		Status:     v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: strings.ToUpper(vm.UUID)}},
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestInstanceMetadataEveryVCenter(t *testing.T) {
+	e := stretched(t, "", nil)
+	for i, vm := range e.fleet.VMs() {
+		n := node(vm)
+		if i%2 == 1 { // kubelets on some guests report the SMBIOS byte order
+			n.Status.NodeInfo.SystemUUID = inventory.SwapUUID(vm.UUID)
+		}
+		md, err := e.p.InstanceMetadata(e.ctx, n)
+		if err != nil {
+			t.Errorf("%s: %v", vm.Name, err)
+			continue
+		}
+		want := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: vm.IPv4}, {Type: v1.NodeExternalIP, Address: vm.IPv4}, {Type: v1.NodeHostName, Address: vm.Name}}
+		if md.ProviderID != "vsphere://"+vm.UUID || md.Zone != "zone-"+vm.Cluster || md.Region != "region-"+vm.VCenter+"-"+vm.Datacenter ||
+			!slices.Equal(md.NodeAddresses, want) || !strings.HasPrefix(md.InstanceType, "vsphere-vm.cpu-1.mem-") ||
+			md.AdditionalLabels[provider.LabelVCenter] != vm.VCenter || md.AdditionalLabels[provider.LabelDatacenter] != vm.Datacenter {
+			t.Errorf("%s: %+v", vm.Name, md)
+		}
+		// With the providerID set, as after initialization.
+		n.Spec.ProviderID = md.ProviderID
+		if ok, err := e.p.InstanceExists(e.ctx, n); !ok || err != nil {
+			t.Errorf("%s: InstanceExists = %v, %v", vm.Name, ok, err)
+		}
+		if off, err := e.p.InstanceShutdown(e.ctx, n); off || err != nil {
+			t.Errorf("%s: InstanceShutdown = %v, %v", vm.Name, off, err)
+		}
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	e := stretched(t, "", nil)
+	b := e.fleet.VCenter("vc-b")
+	target := b.VMs[0]
+	n := node(target)
+	n.Spec.ProviderID = "vsphere://" + target.UUID
+	vm := object.NewVirtualMachine(b.Admin(), target.Ref)
+
+	task, err := vm.PowerOff(e.ctx)
+	must(t, err)
+	must(t, task.Wait(e.ctx))
+	eventually(t, "shutdown reported", func() bool {
+		off, err := e.p.InstanceShutdown(e.ctx, n)
+		return off && err == nil
+	})
+	task, err = vm.PowerOn(e.ctx)
+	must(t, err)
+	must(t, task.Wait(e.ctx))
+	eventually(t, "running reported", func() bool {
+		off, err := e.p.InstanceShutdown(e.ctx, n)
+		return !off && err == nil
+	})
+	task, err = vm.PowerOff(e.ctx)
+	must(t, err)
+	must(t, task.Wait(e.ctx))
+	task, err = vm.Destroy(e.ctx)
+	must(t, err)
+	must(t, task.Wait(e.ctx))
+	eventually(t, "deletion reported", func() bool {
+		ok, err := e.p.InstanceExists(e.ctx, n)
+		return !ok && err == nil
+	})
+}
+
+func TestVMotionSeenAtNextLookup(t *testing.T) {
+	e := stretched(t, "", nil)
+	a := e.fleet.VCenter("vc-a")
+	var from, to vcsim.VM
+	for _, vm := range a.VMs {
+		switch {
+		case vm.Cluster == "vc-a-dc-1-c0" && from.Name == "":
+			from = vm
+		case vm.Cluster == "vc-a-dc-1-c1":
+			to = vm
+		}
+	}
+	n := node(from)
+	md, err := e.p.InstanceMetadata(e.ctx, n)
+	must(t, err)
+	if md.Zone != "zone-vc-a-dc-1-c0" {
+		t.Fatalf("zone before vMotion: %s", md.Zone)
+	}
+	cluster := a.Model.Map().Get(to.ClusterRef).(*simulator.ClusterComputeResource)
+	pool := *cluster.ResourcePool
+	task, err := object.NewVirtualMachine(a.Admin(), from.Ref).Relocate(e.ctx,
+		types.VirtualMachineRelocateSpec{Host: &to.HostRef, Pool: &pool}, types.VirtualMachineMovePriorityDefaultPriority)
+	must(t, err)
+	must(t, task.Wait(e.ctx))
+	eventually(t, "the new zone", func() bool {
+		md, err := e.p.InstanceMetadata(e.ctx, n)
+		return err == nil && md.Zone == "zone-vc-a-dc-1-c1"
+	})
+}
+
+func TestErrorsNeverMeanGone(t *testing.T) {
+	e := stretched(t, "", nil)
+	a, b, c := e.fleet.VCenter("vc-a"), e.fleet.VCenter("vc-b"), e.fleet.VCenter("vc-c")
+
+	// Duplicate BIOS UUID in two vCenters: an error naming both, never a pick.
+	dup := a.VMs[0]
+	b.SetUUID(b.VMs[1].Ref, dup.UUID)
+	n := node(dup)
+	n.Spec.ProviderID = "vsphere://" + dup.UUID
+	eventually(t, "ambiguity", func() bool {
+		_, err := e.p.InstanceMetadata(e.ctx, n)
+		return errors.Is(err, inventory.ErrAmbiguous)
+	})
+	if ok, err := e.p.InstanceExists(e.ctx, n); ok || err == nil || !strings.Contains(err.Error(), "vc-b/dc-1/"+b.VMs[1].Name) {
+		t.Errorf("InstanceExists on a duplicate: %v, %v", ok, err)
+	}
+
+	// Conflicting zone tags: an error naming the object and the tags.
+	must(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
+	must(t, e.p.Topology().Cache("vc-c").Refresh(e.ctx, []types.ManagedObjectReference{c.VMs[0].ClusterRef}))
+	_, err := e.p.InstanceMetadata(e.ctx, node(c.VMs[0]))
+	if err == nil || !strings.Contains(err.Error(), "zone-other") || !strings.Contains(err.Error(), c.VMs[0].Cluster) {
+		t.Errorf("conflicting tags: %v", err)
+	}
+
+	// vc-a goes down: its nodes error, never "gone"; the others work.
+	must(t, a.SetMode(vcsim.Down))
+	ca, _ := e.p.Pool().Client("vc-a")
+	eventually(t, "vc-a down", func() bool {
+		_, _ = e.p.InstanceExists(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}})
+		return ca.Health().State == vcenter.Down
+	})
+	for _, vm := range e.fleet.VMs() {
+		if vm.Name == dup.Name || vm.Ref == b.VMs[1].Ref && vm.VCenter == "vc-b" {
+			continue
+		}
+		n := node(vm)
+		n.Spec.ProviderID = "vsphere://" + vm.UUID
+		ok, err := e.p.InstanceExists(e.ctx, n)
+		if vm.VCenter == "vc-a" {
+			// Known VMs of vc-a are still answered from the index; a VM that
+			// is not there must never be reported gone.
+			continue
+		}
+		if !ok || err != nil {
+			t.Errorf("%s during vc-a's outage: %v, %v", vm.Name, ok, err)
+		}
+	}
+	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000001"}}
+	if ok, err := e.p.InstanceExists(e.ctx, gone); ok || err == nil || !errors.Is(err, vcenter.ErrUnavailable) {
+		t.Errorf("unknown VM while vc-a is down: %v, %v; want an error, never false", ok, err)
+	}
+	must(t, a.SetMode(vcsim.Up))
+	eventually(t, "definitive answer after recovery", func() bool {
+		ok, err := e.p.InstanceExists(e.ctx, gone)
+		return !ok && err == nil
+	})
+}
+
+func TestAddressRulesOnSimulator(t *testing.T) {
+	e := stretched(t, "labels:\n  zone: k8s-zone\nnodes:\n  internalNetworkSubnetCidr: [10.99.0.0/16, fd00::/8]\n  excludeInternalNetworkSubnetCidr: [10.99.0.100/32]\n  externalNetworkSubnetCidr: [192.0.2.0/24]\n",
+		map[string][]string{"vc-c": {"ipFamily: [ipv6, ipv4]"}})
+	c := e.fleet.VCenter("vc-c")
+	vm := c.VMs[0]
+	// Two NICs: a VIP that must not become the InternalIP, then the real address;
+	// a public address on a second NIC; a guest-only adapter.
+	c.SetGuest(vm.Ref, vm.Name+".example.test", []types.GuestNicInfo{
+		{Network: "VM Network", DeviceConfigId: 4000, IpAddress: []string{"10.99.0.100", "10.99.0.5", "fe80::1", "fd00:99::5"}},
+		{Network: "public", DeviceConfigId: 4001, IpAddress: []string{"192.0.2.7", "2001:db8::7"}},
+		{Network: "", DeviceConfigId: -1, IpAddress: []string{"172.17.0.1"}},
+	})
+	eventually(t, "guest info", func() bool {
+		md, err := e.p.InstanceMetadata(e.ctx, node(vm))
+		return err == nil && len(md.NodeAddresses) > 0 && slices.ContainsFunc(md.NodeAddresses, func(a v1.NodeAddress) bool { return a.Address == "10.99.0.5" })
+	})
+	md, err := e.p.InstanceMetadata(e.ctx, node(vm))
+	must(t, err)
+	want := []v1.NodeAddress{
+		{Type: v1.NodeInternalIP, Address: "fd00:99::5"}, // ipv6 first; external subnet is IPv4 only
+		{Type: v1.NodeInternalIP, Address: "10.99.0.5"},
+		{Type: v1.NodeExternalIP, Address: "192.0.2.7"},
+		{Type: v1.NodeHostName, Address: vm.Name + ".example.test"},
+	}
+	if !slices.Equal(md.NodeAddresses, want) {
+		t.Errorf("addresses\n got %v\nwant %v", md.NodeAddresses, want)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	pfx := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, x := range s {
+			out = append(out, netip.MustParsePrefix(x))
+		}
+		return out
+	}
+	ips := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, x := range s {
+			out = append(out, netip.MustParseAddr(x))
+		}
+		return out
+	}
+	nics := []inventory.NIC{
+		{Network: "mgmt", DeviceConfigID: 4000, IPs: ips("10.0.0.100", "10.0.0.5", "fd00::5", "fe80::1")},
+		{Network: "public", DeviceConfigID: 4001, IPs: ips("192.0.2.7", "2001:db8::7")},
+		{Network: "docker", DeviceConfigID: -1, IPs: ips("172.17.0.1")},
+	}
+	a := func(t v1.NodeAddressType, s string) v1.NodeAddress { return v1.NodeAddress{Type: t, Address: s} }
+	in, ex, host := v1.NodeInternalIP, v1.NodeExternalIP, v1.NodeHostName
+	cases := []struct {
+		name  string
+		rules config.Nodes
+		fams  []config.IPFamily
+		want  []v1.NodeAddress
+	}{
+		{"no rules: first address as both", config.Nodes{}, []config.IPFamily{config.IPv4},
+			[]v1.NodeAddress{a(in, "10.0.0.100"), a(ex, "10.0.0.100"), a(host, "guest")}},
+		{"VIP excluded from both", config.Nodes{ExcludeInternalSubnets: pfx("10.0.0.100/32"), ExcludeExternalSubnets: pfx("10.0.0.100/32")}, []config.IPFamily{config.IPv4},
+			[]v1.NodeAddress{a(in, "10.0.0.5"), a(ex, "10.0.0.5"), a(host, "guest")}},
+		{"subnets", config.Nodes{InternalSubnets: pfx("10.0.0.0/8"), ExternalSubnets: pfx("192.0.2.0/24"), ExcludeInternalSubnets: pfx("10.0.0.100/32")}, []config.IPFamily{config.IPv4},
+			[]v1.NodeAddress{a(in, "10.0.0.5"), a(ex, "192.0.2.7"), a(host, "guest")}},
+		{"network names", config.Nodes{InternalVMNetworkName: "MGMT", ExternalVMNetworkName: "public"}, []config.IPFamily{config.IPv4},
+			[]v1.NodeAddress{a(in, "10.0.0.100"), a(ex, "192.0.2.7"), a(host, "guest")}},
+		{"internal rule only: no external guess", config.Nodes{InternalSubnets: pfx("192.0.2.0/24")}, []config.IPFamily{config.IPv4},
+			[]v1.NodeAddress{a(in, "192.0.2.7"), a(host, "guest")}},
+		{"dual-stack, ipv6 first", config.Nodes{}, []config.IPFamily{config.IPv6, config.IPv4},
+			[]v1.NodeAddress{a(in, "fd00::5"), a(ex, "fd00::5"), a(in, "10.0.0.100"), a(ex, "10.0.0.100"), a(host, "guest")}},
+		{"ipv6 only skips link-local", config.Nodes{ExternalSubnets: pfx("2001:db8::/32"), InternalSubnets: pfx("fd00::/8")}, []config.IPFamily{config.IPv6},
+			[]v1.NodeAddress{a(in, "fd00::5"), a(ex, "2001:db8::7"), a(host, "guest")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := provider.Addresses(inventory.VM{Name: "vm", GuestHostname: "guest", NICs: nics}, "node", tc.rules, tc.fams)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, %v\nwant %v", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := provider.Addresses(inventory.VM{Name: "vm", NICs: nics[2:]}, "node", config.Nodes{}, []config.IPFamily{config.IPv4}); err == nil ||
+		!strings.Contains(err.Error(), "no usable ipv4 address") {
+		t.Errorf("only a guest-only NIC: %v", err)
+	}
+	got, _ := provider.Addresses(inventory.VM{NICs: nics[:1]}, "node-name", config.Nodes{}, []config.IPFamily{config.IPv4})
+	if got[len(got)-1] != a(host, "node-name") {
+		t.Errorf("hostname without guest host name: %v", got)
+	}
+}
+
+func TestInstanceType(t *testing.T) {
+	cases := map[string]string{
+		"ubuntu64Guest":          "ubuntu",
+		"vmwarePhoton64Guest":    "photon",
+		"rhel9_64Guest":          "rhel",
+		"windows2019srv_64Guest": "windows",
+		"otherLinux64Guest":      "linux",
+		"":                       "unknown",
+		"solaris11_64Guest":      "unknown",
+	}
+	for id, os := range cases {
+		got := provider.InstanceType(inventory.VM{GuestID: id, NumCPU: 4, MemoryMB: 16384})
+		if want := "vsphere-vm.cpu-4.mem-16gb.os-" + os; got != want {
+			t.Errorf("%q: %s, want %s", id, got, want)
+		}
+	}
+}
