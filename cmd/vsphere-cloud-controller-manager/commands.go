@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 )
@@ -15,9 +17,14 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// run executes the command line and returns the process exit code.
-func run(args, env []string, stdout, stderr io.Writer) int {
-	root := newRootCommand(env, stdout, stderr)
+// run executes the command line and returns the process exit code: the
+// operator commands (config, topology), or else the controller manager,
+// which runs until ctx ends.
+func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "config" && args[0] != "topology") {
+		return runCCM(ctx, args, env, stdout, stderr)
+	}
+	root := newRootCommand(ctx, env, stdout, stderr)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		var ee exitError
@@ -30,7 +37,29 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func newRootCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
+func runCCM(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
+	cmd, closeProvider, err := newCCMCommand(env, stderr, ctx.Done())
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	defer klog.Flush()
+	defer closeProvider()
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	if err := cmd.Execute(); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+func newRootCommand(ctx context.Context, env []string, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "vsphere-cloud-controller-manager",
 		Short:         "Kubernetes cloud controller manager for VMware vSphere (many vCenters, zones from tags)",
@@ -39,7 +68,7 @@ func newRootCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newConfigCommand(env, stdout, stderr))
+	root.AddCommand(newConfigCommand(env, stdout, stderr), newTopologyCommand(ctx, env, stdout, stderr))
 	return root
 }
 

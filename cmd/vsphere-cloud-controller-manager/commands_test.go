@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"bytes"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,7 @@ import (
 func runCmd(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(args, env, &out, &errOut)
+	code = run(context.Background(), args, env, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

@@ -1,12 +1,19 @@
 // Command vsphere-cloud-controller-manager is the Kubernetes cloud
 // controller manager for VMware vSphere, and the operator's tool for its
-// cloud-config (config validate, config convert).
+// cloud-config (config validate, config convert) and topology (topology
+// explain).
 package main
 
 import (
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	cloudconfig "k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	cliflag "k8s.io/component-base/cli/flag"
+	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+)
+
+// controllers are the controllers this provider serves: node
+// initialization and node lifecycle. Service load balancers and routes are
+// not implemented by vSphere.
+var controllers = []string{names.CloudNodeController, names.CloudNodeLifecycleController}
+
+// newCCMCommand is k8s.io/cloud-provider's controller manager command (its
+// flags, leader election, health and metrics endpoints) with the vSphere
+// provider built explicitly from --cloud-config before anything starts.
+// The returned function closes the provider (logs out of the vCenters).
+func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}) (*cobra.Command, func(), error) {
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.KubeCloudShared.CloudProvider.Name = provider.Name
+	ctrls := map[string]app.ControllerInitFuncConstructor{}
+	for _, n := range controllers {
+		ctrls[n] = app.DefaultInitFuncConstructors[n]
+	}
+	var prov *provider.Provider
+	cmd := app.NewCloudControllerManagerCommand(opts,
+		func(*cloudconfig.CompletedConfig) cloudprovider.Interface { return prov },
+		ctrls, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, stop)
+	cmd.Use = "vsphere-cloud-controller-manager"
+	cmd.Long = `The Kubernetes cloud controller manager for VMware vSphere: finds every node's VM
+across all configured vCenters and datacenters, sets its providerID, addresses,
+instance type, zone and region (from vSphere tags), and reports shut-down and
+deleted VMs. It never reports a VM deleted because a vCenter could not be asked.
+
+Operator commands:
+  vsphere-cloud-controller-manager config validate FILE
+  vsphere-cloud-controller-manager config convert FILE
+  vsphere-cloud-controller-manager topology explain --cloud-config FILE`
+	cmd.SilenceUsage = true
+	cmd.SilenceErrors = true
+	cmd.SetGlobalNormalizationFunc(cliflag.WordSepNormalizeFunc)
+	cmd.PreRunE = func(c *cobra.Command, _ []string) error {
+		if f := c.Flags().Lookup("version"); f != nil && f.Changed {
+			return nil
+		}
+		cp := opts.KubeCloudShared.CloudProvider
+		if cp.Name != provider.Name {
+			return fmt.Errorf("--cloud-provider=%q: this binary provides only %q", cp.Name, provider.Name)
+		}
+		if cp.CloudConfigFile == "" {
+			return errors.New("--cloud-config is required: the path of the vSphere cloud-config (YAML, or the legacy INI vsphere.conf)")
+		}
+		cfg, ok := load(cp.CloudConfigFile, env, stderr)
+		if !ok {
+			return exitError{1}
+		}
+		p, err := provider.New(cfg, provider.Options{})
+		if err != nil {
+			return err
+		}
+		prov = p
+		return nil
+	}
+	closeFn := func() {
+		if prov != nil {
+			prov.Close()
+		}
+	}
+	return cmd, closeFn, nil
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+)
+
+func newTopologyCommand(ctx context.Context, env []string, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topology",
+		Short: "Inspect how VMs map to zones and regions",
+	}
+	var (
+		cloudConfig, kubeconfig, nodeName, uuid, output string
+		timeout                                         time.Duration
+	)
+	explain := &cobra.Command{
+		Use:   "explain",
+		Short: "Connect to the vCenters and show, for every VM (or one node), its placement, zone and region, and which object and tag gave each",
+		Long: `Connects with the given cloud-config (credentials from the Secrets it names, read
+with --kubeconfig, from a secrets directory, or inline) and prints, for every VM
+in scope or for one node or UUID: vCenter, datacenter, cluster, host, zone and
+region, and where each value came from. Then it lists tag conflicts, untagged
+placements and unreachable vCenters. Exit status 0 when there is no problem,
+3 when problems were found, 1 on errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if cloudConfig == "" {
+				return fmt.Errorf("--cloud-config is required")
+			}
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o %q: use table or json", output)
+			}
+			cfg, ok := load(cloudConfig, env, stderr)
+			if !ok {
+				return exitError{1}
+			}
+			var kube kubernetes.Interface
+			if kubeconfig != "" {
+				rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+				if err != nil {
+					return fmt.Errorf("--kubeconfig: %w", err)
+				}
+				if kube, err = kubernetes.NewForConfig(rc); err != nil {
+					return err
+				}
+			}
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.Background(), "explain").V(1))
+			p, err := provider.New(cfg, provider.Options{})
+			if err != nil {
+				return err
+			}
+			if err := p.Start(ctx, kube); err != nil {
+				return err
+			}
+			defer p.Close()
+			var vms []inventory.VM
+			switch {
+			case nodeName != "":
+				if kube == nil {
+					return fmt.Errorf("--node needs --kubeconfig to read the Node")
+				}
+				node, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				vm, err := p.FindVM(ctx, node)
+				if err != nil {
+					return err
+				}
+				vms = append(vms, vm)
+			case uuid != "":
+				vm, err := p.Inventory().FindByUUID(ctx, uuid)
+				if err != nil {
+					return err
+				}
+				vms = append(vms, vm)
+			}
+			ex := p.Explain(ctx, vms...)
+			if output == "json" {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(ex); err != nil {
+					return err
+				}
+			} else {
+				printExplanation(stdout, ex)
+			}
+			if len(ex.Conflicts)+len(ex.Untagged)+len(ex.Unreachable) > 0 {
+				return exitError{3}
+			}
+			return nil
+		},
+	}
+	f := explain.Flags()
+	f.StringVar(&cloudConfig, "cloud-config", "", "path of the cloud-config (YAML or INI)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to read the Secrets the config names (and --node)")
+	f.StringVar(&nodeName, "node", "", "explain only this Node (needs --kubeconfig)")
+	f.StringVar(&uuid, "uuid", "", "explain only the VM with this BIOS UUID")
+	f.StringVarP(&output, "output", "o", "table", "table or json")
+	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+	cmd.AddCommand(explain)
+	return cmd
+}
+
+func printExplanation(w io.Writer, ex provider.Explanation) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VM\tVCENTER\tDATACENTER\tCLUSTER\tHOST\tZONE\tREGION\tPOWER")
+	for _, p := range ex.Placements {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.VM, p.VCenter, p.Datacenter, dash(p.Cluster), dash(p.Host),
+			value(p.Zone, p.Error), value(p.Region, p.Error), p.PowerState)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Sources:")
+	for _, p := range ex.Placements {
+		var parts []string
+		if p.Zone != nil {
+			parts = append(parts, "zone from "+p.Zone.From)
+		}
+		if p.Region != nil {
+			parts = append(parts, "region from "+p.Region.From)
+		}
+		for k, v := range p.Labels {
+			parts = append(parts, fmt.Sprintf("%s=%s from %s", k, v.Value, v.From))
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "no zone or region")
+		}
+		fmt.Fprintf(w, "  %s: %s\n", p.VM, strings.Join(parts, "; "))
+	}
+	section := func(title string, items []string) {
+		fmt.Fprintf(w, "\n%s: %d\n", title, len(items))
+		for _, it := range items {
+			fmt.Fprintf(w, "  - %s\n", it)
+		}
+	}
+	section("Conflicts", ex.Conflicts)
+	section("Untagged placements", ex.Untagged)
+	section("Unreachable vCenters", ex.Unreachable)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func value(v *topology.Value, errText string) string {
+	switch {
+	case v != nil:
+		return v.Value
+	case errText != "":
+		return "ERROR"
+	}
+	return "-"
+}
