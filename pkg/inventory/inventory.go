@@ -27,6 +27,7 @@ type Options struct {
 type Inventory struct {
 	indexes []*Index
 	opts    Options
+	wg      sync.WaitGroup
 }
 
 // New returns an Inventory over the given vCenter clients; call Run.
@@ -41,12 +42,21 @@ func New(clients []Client, opts Options) *Inventory {
 	return inv
 }
 
-// Run starts one sync loop per vCenter; they stop when ctx ends.
+// Run starts one sync loop per vCenter; they stop when ctx ends (Wait
+// waits for them).
 func (inv *Inventory) Run(ctx context.Context) {
 	for _, ix := range inv.indexes {
-		go ix.Run(ctx, inv.opts.MaxWait)
+		inv.wg.Add(1)
+		go func() {
+			defer inv.wg.Done()
+			ix.Run(ctx, inv.opts.MaxWait)
+		}()
 	}
 }
+
+// Wait waits until the sync loops started by Run have stopped and released
+// their server-side state.
+func (inv *Inventory) Wait() { inv.wg.Wait() }
 
 // WaitForSync waits until every index has completed a full sync, or ctx
 // ends; it reports the vCenters still not synced.

@@ -34,6 +34,11 @@ type collector struct {
 func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 	ix.log = klog.FromContext(ctx).WithName("inventory").WithValues("vcenter", ix.VCenter())
 	var st *collector
+	defer func() {
+		if st != nil {
+			st.close(ctx)
+		}
+	}()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
@@ -59,11 +64,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 		if st != nil {
 			old := st
 			st = nil
-			go func() { // best effort: the collector may be gone with its session
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				_ = old.pc.Destroy(dctx)
-			}()
+			go old.close(ctx) // best effort: the collector may be gone with its session
 		}
 		ix.mu.Lock()
 		first := ix.syncErr == nil
@@ -79,6 +80,16 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
+}
+
+// close ends a pending long poll on the server (the client side is
+// already cancelled, but a vCenter keeps waiting until maxWait) and
+// destroys the collector. Best effort, bounded.
+func (st *collector) close(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = methods.CancelWaitForUpdates(cctx, st.session.VIM, &types.CancelWaitForUpdates{This: st.pc.Reference()})
+	_ = st.pc.Destroy(cctx)
 }
 
 func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collector, error) {

@@ -135,6 +135,9 @@ func (p *Provider) Close() {
 	if p.cancel != nil {
 		p.cancel()
 	}
+	if p.inv != nil {
+		p.inv.Wait()
+	}
 	if p.pool != nil {
 		p.pool.Close()
 	}

@@ -1,0 +1,111 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// BenchmarkInstanceMetadata measures InstanceMetadata over 3 vCenters x 2
+// datacenters with BENCH_VMS VMs in total (default 2000), zones on
+// clusters and regions on datacenters. It reports vSphere requests per
+// call (counted on the wire), REST logins after start, and the heap per
+// indexed VM. Building the simulated inventory takes about a minute.
+func BenchmarkInstanceMetadata(b *testing.B) {
+	total := 2000
+	if s := os.Getenv("BENCH_VMS"); s != "" {
+		total, _ = strconv.Atoi(s)
+	}
+	perCluster := max(total/(3*2), 1)
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	var specs []vcsim.Spec
+	for _, name := range []string{"vc-a", "vc-b", "vc-c"} {
+		specs = append(specs, vcsim.Spec{Name: name, Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: perCluster})
+	}
+	build := time.Now()
+	f, err := vcsim.Start(ctx, specs...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	for _, v := range f.VCenters {
+		for _, vm := range v.VMs {
+			if err := v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef); err != nil {
+				b.Fatal(err)
+			}
+			if err := v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, dcRef(v, vm.Datacenter)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	vms := f.VMs()
+	b.Logf("simulated %d VMs in %v", len(vms), time.Since(build).Round(time.Second))
+
+	cfg, _, err := config.Parse("bench.yaml", []byte(f.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)), config.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var counter vcsim.Counter
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	p, err := provider.New(cfg, provider.Options{VCenter: vcenter.Options{WrapTransport: counter.Wrap}, SyncTimeout: 5 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(ctx, nil); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	perVM := float64(after.HeapAlloc-before.HeapAlloc) / float64(len(vms))
+	atStart := counter.Snapshot()
+
+	pass := func(b *testing.B, withProviderID bool) {
+		for i := 0; b.Loop(); i++ {
+			vm := vms[i%len(vms)]
+			n := node(vm)
+			if withProviderID {
+				n.Spec.ProviderID = "vsphere://" + vm.UUID
+			}
+			md, err := p.InstanceMetadata(ctx, n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if md.Zone != "zone-"+vm.Cluster {
+				b.Fatalf("%s: zone %s", vm.Name, md.Zone)
+			}
+		}
+	}
+	report := func(b *testing.B, start vcsim.Counts) {
+		d := counter.Snapshot().Sub(start)
+		b.ReportMetric(float64(d.Total())/float64(b.N), "requests/op")
+		b.ReportMetric(float64(counter.Snapshot().Sub(atStart).RESTLogins), "rest-logins-after-start")
+	}
+	b.Run(fmt.Sprintf("first-lookup-by-systemUUID/vms=%d", len(vms)), func(b *testing.B) {
+		start := counter.Snapshot()
+		pass(b, false)
+		report(b, start)
+	})
+	b.Run(fmt.Sprintf("steady-by-providerID/vms=%d", len(vms)), func(b *testing.B) {
+		start := counter.Snapshot()
+		pass(b, true)
+		report(b, start)
+		b.ReportMetric(perVM, "heap-bytes/indexed-vm")
+	})
+	b.Logf("start-up: %d SOAP + %d REST requests, %d REST logins for %d VMs", atStart.SOAP, atStart.REST, atStart.RESTLogins, len(vms))
+}
