@@ -351,8 +351,10 @@ func (v *VCenter) shape(index int) error {
 		name := fmt.Sprintf("%s-vm%d", p.cluster, n)
 		uuid := fmt.Sprintf("42%02x%02x%02x-%04x-4%03x-8000-%012x", index, di, ci, n, index, len(v.VMs))
 		iuuid := fmt.Sprintf("50%02x%02x%02x-%04x-4%03x-9000-%012x", index, di, ci, n, index, len(v.VMs))
-		ipv4 := fmt.Sprintf("10.%d.%d.%d", 10+index, di*16+ci, 10+n)
-		ipv6 := fmt.Sprintf("fd00:%x:%x::%x", 10+index, di*16+ci, 10+n)
+		// 10.<vCenter,datacenter>.<cluster,VM/250>.<VM%250+2>: unique for up to
+		// 16 vCenters x 16 datacenters x 16 clusters x 4000 VMs.
+		ipv4 := fmt.Sprintf("10.%d.%d.%d", index*16+di, ci*16+n/250, n%250+2)
+		ipv6 := fmt.Sprintf("fd00:%x:%x:%x::%x", index, di, ci, n+2)
 		rename(vm, name, "config.name", "summary.config.name")
 		reg.AtomicUpdate(ctx, vm, []types.PropertyChange{
 			{Name: "config.uuid", Val: uuid},
@@ -366,7 +368,7 @@ func (v *VCenter) shape(index int) error {
 			IPv4: ipv4, IPv6: ipv6}
 		v.SetGuest(rec.Ref, name, []types.GuestNicInfo{{
 			Network: "VM Network", IpAddress: []string{ipv4, ipv6}, Connected: true,
-			DeviceConfigId: 4000, MacAddress: fmt.Sprintf("00:50:56:%02x:%02x:%02x", index, di*16+ci, n),
+			DeviceConfigId: 4000, MacAddress: fmt.Sprintf("00:50:56:%02x:%02x:%02x", index*16+di, ci*16+n/256, n%256),
 		}})
 		v.VMs = append(v.VMs, rec)
 	}
