@@ -6,7 +6,7 @@ FUZZTIME ?= 10s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/credentials:FuzzParseData
 
-.PHONY: all build test unit fuzz bench lint fmt clean
+.PHONY: all build test unit e2e control-plane fuzz bench lint fmt clean
 
 all: lint build test
 
@@ -14,11 +14,19 @@ all: lint build test
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/vsphere-cloud-controller-manager
 
-## test: unit and integration tests with the race detector, then short fuzz runs
-test: unit fuzz
+## test: unit and integration tests with the race detector, short fuzz runs, then the end-to-end suite
+test: unit fuzz e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+## control-plane: build etcd and kube-apiserver from the Go module proxy (cached in .cache/tools)
+control-plane:
+	bash hack/build-control-plane.sh
+
+## e2e: the real binary against a real kube-apiserver + etcd and simulated vCenters
+e2e: control-plane
+	$(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e
 
 ## fuzz: run every fuzz target for FUZZTIME (default 10s each)
 fuzz:
@@ -36,6 +44,7 @@ bench:
 ## lint: go vet and a gofmt check
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/e2e
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 fmt:
