@@ -45,8 +45,10 @@ func (e *AmbiguousError) Error() string {
 // Is makes errors.Is(err, ErrAmbiguous) true.
 func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
 
-// IncompleteError means no VM matched among the vCenters that answered,
-// but some could not be asked: the VM may be there.
+// IncompleteError means the answer cannot be trusted: no VM matched among
+// the vCenters that answered but some could not be asked (the VM may be
+// there), or the VM is known only from a vCenter that cannot be asked now
+// (its state may have changed).
 type IncompleteError struct {
 	Key    string
 	Causes []error

@@ -71,7 +71,8 @@ func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 	h := ix.client.Health()
 	switch {
 	case h.State == vcenter.Down:
-		return false, at, fmt.Errorf("vCenter %q is down since %s: %v", ix.VCenter(), h.Since.UTC().Format(time.RFC3339), h.LastError)
+		vc := ix.client.Config()
+		return false, at, &vcenter.UnavailableError{VCenter: vc.Name, Address: vc.Address(), Since: h.Since, Cause: h.LastError}
 	case serr != nil:
 		return false, at, fmt.Errorf("vCenter %q: inventory not current: %w", ix.VCenter(), serr)
 	case !synced:

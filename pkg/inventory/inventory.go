@@ -135,20 +135,25 @@ type searchFunc func(context.Context, *Index) ([]VM, error)
 func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Index) []VM, search searchFunc) (VM, error) {
 	var found []VM
 	var incomplete []error
+	var stale error // a match in a vCenter whose index is not current
 	for _, ix := range inv.indexes {
 		vms := fromIndex(ix)
 		found = append(found, vms...)
-		if len(vms) == 0 {
-			if ok, _, err := ix.Status(); !ok {
-				incomplete = append(incomplete, err)
+		if ok, _, err := ix.Status(); !ok {
+			incomplete = append(incomplete, err)
+			if len(vms) > 0 && stale == nil {
+				stale = fmt.Errorf("%s is in vCenter %q, which cannot be asked now: %w", vms[0].Location(), ix.VCenter(), err)
 			}
 		}
 	}
 	switch {
-	case len(found) == 1:
-		return found[0], nil
 	case len(found) > 1:
 		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(found)}
+	case len(found) == 1 && stale != nil:
+		// Known, but its state may have changed: an error, not stale data.
+		return VM{}, &IncompleteError{Key: key, Causes: []error{stale}}
+	case len(found) == 1:
+		return found[0], nil
 	case search == nil && len(incomplete) > 0:
 		return VM{}, &IncompleteError{Key: key, Causes: incomplete}
 	case search == nil:

@@ -67,7 +67,9 @@ func setup(t *testing.T, datacenters ...string) *env {
 		clients = append(clients, c)
 	}
 	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second})
-	inv.Run(ctx)
+	rctx, stop := context.WithCancel(ctx)
+	inv.Run(rctx)
+	t.Cleanup(func() { stop(); inv.Wait() }) // before the pool and the simulators close
 	if err := inv.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}

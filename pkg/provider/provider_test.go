@@ -231,8 +231,13 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 		n.Spec.ProviderID = "vsphere://" + vm.UUID
 		ok, err := e.p.InstanceExists(e.ctx, n)
 		if vm.VCenter == "vc-a" {
-			// Known VMs of vc-a are still answered from the index; a VM that
-			// is not there must never be reported gone.
+			// Known but not askable: an error, never "gone", never stale data.
+			if err == nil || ok || !errors.Is(err, vcenter.ErrUnavailable) {
+				t.Errorf("%s of the down vCenter: %v, %v; want an ErrUnavailable error", vm.Name, ok, err)
+			}
+			if _, err := e.p.InstanceMetadata(e.ctx, n); err == nil {
+				t.Errorf("%s: metadata served while its vCenter is down", vm.Name)
+			}
 			continue
 		}
 		if !ok || err != nil {

@@ -101,8 +101,8 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 	}
 	inv := inventory.New(ic, inventory.Options{MaxWait: time.Second})
 	rctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
 	inv.Run(rctx)
+	t.Cleanup(func() { cancel(); inv.Wait() }) // before the pool and the simulators close
 	must(t, inv.WaitForSync(ctx))
 	res := topology.NewResolver(cfg, inv, tc)
 	res.Run(rctx)

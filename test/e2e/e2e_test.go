@@ -210,11 +210,12 @@ func (h *harness) register(vm vcsim.VM, swapped bool) {
 			{Key: "node.kubernetes.io/not-ready", Effect: v1.TaintEffectNoSchedule},
 		}},
 	}
+	n.Status.NodeInfo.SystemUUID = uuid // kubelet sends its status with the create
 	created, err := h.kube.CoreV1().Nodes().Create(h.ctx, n, metav1.CreateOptions{})
 	must(h.t, err)
-	created.Status.NodeInfo.SystemUUID = uuid
-	_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, created, metav1.UpdateOptions{})
-	must(h.t, err)
+	if created.Status.NodeInfo.SystemUUID != uuid {
+		h.t.Fatalf("the API server dropped status.nodeInfo.systemUUID of %s", vm.Name)
+	}
 }
 
 func (h *harness) node(name string) (*v1.Node, error) {
