@@ -28,6 +28,8 @@ type Options struct {
 	// DirectoryPollInterval is how often the secrets directory is re-read
 	// (default 10s).
 	DirectoryPollInterval time.Duration
+	// SyncTimeout bounds how long Start waits for the Secrets (default 30s).
+	SyncTimeout time.Duration
 }
 
 // Manager holds the current credentials of every source and keeps them
@@ -49,6 +51,9 @@ func New(cfg *config.Config, opts Options) *Manager {
 	if opts.DirectoryPollInterval <= 0 {
 		opts.DirectoryPollInterval = 10 * time.Second
 	}
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = 30 * time.Second
+	}
 	return &Manager{cfg: cfg, opts: opts, secrets: map[config.SecretRef]Set{}, changed: make(chan struct{})}
 }
 
@@ -68,8 +73,8 @@ func (m *Manager) refs() []config.SecretRef {
 }
 
 // Start loads every source eagerly and keeps watching until ctx ends. It
-// returns once the Secrets are synced or ctx expires; a source that could
-// not be read is logged and retried in the background, never fatal.
+// returns once the Secrets are synced, or after SyncTimeout with an error
+// (the watches keep running and retrying in the background).
 func (m *Manager) Start(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithName("credentials")
 	refs := m.refs()
@@ -84,8 +89,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.readDirectory(log, dir)
 		go m.pollDirectory(ctx, log, dir)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("credentials: Secrets %v not synced: %w", refs, ctx.Err())
+	wctx, cancel := context.WithTimeout(ctx, m.opts.SyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), synced...) {
+		return fmt.Errorf("credentials: Secrets %v not synced: %w", refs, wctx.Err())
 	}
 	return nil
 }

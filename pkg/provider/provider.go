@@ -94,10 +94,9 @@ func (p *Provider) Start(ctx context.Context, kube kubernetes.Interface) error {
 func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	log := klog.FromContext(ctx)
 	ctx, p.cancel = context.WithCancel(ctx)
-	p.creds = credentials.New(p.cfg, credentials.Options{Client: kube})
-	sctx, cancel := context.WithTimeout(ctx, p.opts.SyncTimeout)
-	defer cancel()
-	if err := p.creds.Start(sctx); err != nil {
+	p.creds = credentials.New(p.cfg, credentials.Options{Client: kube, SyncTimeout: p.opts.SyncTimeout})
+	// The watches live as long as ctx; only the waits are bounded.
+	if err := p.creds.Start(ctx); err != nil {
 		if kube == nil {
 			return err
 		}
@@ -120,6 +119,8 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait})
 	p.inv.Run(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc)
+	sctx, cancel := context.WithTimeout(ctx, p.opts.SyncTimeout)
+	defer cancel()
 	if err := p.inv.WaitForSync(sctx); err != nil {
 		log.Info("Not every inventory is synced yet; lookups in those vCenters return errors until they are", "err", err)
 	}

@@ -150,7 +150,10 @@ func freePort(t *testing.T) int {
 // startCCM runs the binary as a process, as a Deployment would.
 func (h *harness) startCCM(extra ...string) {
 	h.t.Helper()
-	h.ccmLog = filepath.Join(h.work, "ccm.log")
+	// Kept after the run (ignored folder) for post-mortems.
+	artifacts := filepath.Join(h.root, ".cache", "e2e")
+	must(h.t, os.MkdirAll(artifacts, 0o755))
+	h.ccmLog = filepath.Join(artifacts, "ccm.log")
 	logf, err := os.Create(h.ccmLog)
 	must(h.t, err)
 	args := append([]string{
@@ -184,7 +187,7 @@ func (h *harness) startCCM(extra ...string) {
 		logf.Close()
 		if h.t.Failed() {
 			b, _ := os.ReadFile(h.ccmLog)
-			h.t.Logf("CCM log (tail):\n%s", tailString(string(b), 6000))
+			h.t.Logf("CCM log (tail; all of it in %s):\n%s", h.ccmLog, tailString(string(b), 6000))
 		}
 	})
 }
@@ -419,6 +422,28 @@ func TestE2E(t *testing.T) {
 		})
 		if failed := a.FailedLogins(); len(failed) > 0 {
 			t.Errorf("%d failed logins during an orderly rotation", len(failed))
+		}
+
+		// The other order: the vCenter first. The CCM's next login is
+		// rejected once; the Secret update is tried at once.
+		a.SetPassword("third-password")
+		_, err = a.TerminateSessions(h.ctx)
+		must(t, err)
+		h.eventually("the stale password rejected", 30*time.Second, func() error {
+			if len(a.FailedLogins()) == 0 {
+				return fmt.Errorf("no login attempt yet")
+			}
+			return nil
+		})
+		h.setSecret("vc-a-creds", a.User, "third-password", false)
+		h.eventually("vc-a logged in with the new Secret", 30*time.Second, func() error {
+			if got, _ := a.CountSessions(h.ctx); got == 0 {
+				return fmt.Errorf("no session on vc-a")
+			}
+			return nil
+		})
+		if failed := a.FailedLogins(); len(failed) != 1 {
+			t.Errorf("%d failed logins, want exactly 1", len(failed))
 		}
 	})
 
