@@ -6,7 +6,7 @@ FUZZTIME ?= 10s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/credentials:FuzzParseData
 
-.PHONY: all build test unit e2e control-plane fuzz bench lint fmt clean
+.PHONY: all build test unit e2e control-plane demo fuzz bench lint fmt clean
 
 all: lint build test
 
@@ -27,6 +27,11 @@ control-plane:
 ## e2e: the real binary against a real kube-apiserver + etcd and simulated vCenters
 e2e: control-plane
 	$(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e
+
+## demo: simulated vCenters + a real API server + the CCM; prints the nodes and topology explain
+## (DEMO_ONESHOT=1 exits after printing, otherwise runs until Ctrl-C)
+demo: build control-plane
+	$(GO) run ./test/demo -ccm $(BIN)
 
 ## fuzz: run every fuzz target for FUZZTIME (default 10s each)
 fuzz:

@@ -10,11 +10,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,7 +32,7 @@ import (
 )
 
 const (
-	uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+	uninitializedTaint = controlplane.UninitializedTaint
 	shutdownTaint      = "node.cloudprovider.kubernetes.io/shutdown"
 	zoneLabel          = "topology.kubernetes.io/zone"
 	regionLabel        = "topology.kubernetes.io/region"
@@ -140,13 +138,6 @@ func (h *harness) setSecret(name, user, pass string, create bool) {
 	must(h.t, err)
 }
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startCCM runs the binary as a process, as a Deployment would.
 func (h *harness) startCCM(extra ...string) {
 	h.t.Helper()
@@ -156,21 +147,9 @@ func (h *harness) startCCM(extra ...string) {
 	h.ccmLog = filepath.Join(artifacts, "ccm.log")
 	logf, err := os.Create(h.ccmLog)
 	must(h.t, err)
-	args := append([]string{
-		"--cloud-config=" + h.cfgPath,
-		"--kubeconfig=" + h.cp.Kubeconfig,
-		"--authentication-kubeconfig=" + h.cp.Kubeconfig,
-		"--authorization-kubeconfig=" + h.cp.Kubeconfig,
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(freePort(h.t)),
-		"--webhook-secure-port=0",
-		"--leader-elect=false",
-		"--node-monitor-period=2s",
-		"--node-status-update-frequency=10s",
-		"--concurrent-node-syncs=4",
-		"--use-service-account-credentials=false",
-		"--v=2",
-	}, extra...)
+	args, err := h.cp.CCMArgs(h.cfgPath)
+	must(h.t, err)
+	args = append(args, extra...)
 	h.ccm = exec.Command(h.binary, args...)
 	h.ccm.Stdout, h.ccm.Stderr = logf, logf
 	h.ccm.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -206,19 +185,7 @@ func (h *harness) register(vm vcsim.VM, swapped bool) {
 	if swapped {
 		uuid = strings.ToUpper(inventory.SwapUUID(vm.UUID))
 	}
-	n := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Labels: map[string]string{"kubernetes.io/hostname": vm.Name}},
-		Spec: v1.NodeSpec{Taints: []v1.Taint{
-			{Key: uninitializedTaint, Value: "true", Effect: v1.TaintEffectNoSchedule},
-			{Key: "node.kubernetes.io/not-ready", Effect: v1.TaintEffectNoSchedule},
-		}},
-	}
-	n.Status.NodeInfo.SystemUUID = uuid // kubelet sends its status with the create
-	created, err := h.kube.CoreV1().Nodes().Create(h.ctx, n, metav1.CreateOptions{})
-	must(h.t, err)
-	if created.Status.NodeInfo.SystemUUID != uuid {
-		h.t.Fatalf("the API server dropped status.nodeInfo.systemUUID of %s", vm.Name)
-	}
+	must(h.t, controlplane.RegisterNode(h.ctx, h.kube, vm.Name, uuid))
 }
 
 func (h *harness) node(name string) (*v1.Node, error) {

@@ -1,0 +1,221 @@
+// Command demo shows the CCM working end to end on one machine: two
+// simulated vCenters (2 regions, 3 zones), a real kube-apiserver + etcd,
+// the CCM binary, and nodes registered as kubelets would. It prints the
+// nodes as the CCM initialized them and the `topology explain` view, then
+// runs until Ctrl-C (or exits at once with DEMO_ONESHOT=1).
+//
+//	make demo
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+func main() {
+	ccm := flag.String("ccm", "bin/vsphere-cloud-controller-manager", "the CCM binary")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *ccm, os.Getenv("DEMO_ONESHOT") == "1", os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "==> "+format+"\n", args...)
+}
+
+func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(ccm); err != nil {
+		return fmt.Errorf("%s: %w (run `make build` first, or use `make demo`)", ccm, err)
+	}
+	work, err := os.MkdirTemp("", "vsphere-ccm-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	step(out, "control plane: etcd + kube-apiserver (built from the Go module proxy on first use; a few minutes, once)")
+	bin, err := controlplane.Binaries(ctx, root, os.Stderr)
+	if err != nil {
+		return err
+	}
+	cp, err := controlplane.Start(ctx, bin, filepath.Join(work, "control-plane"))
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	kube, err := cp.Client()
+	if err != nil {
+		return err
+	}
+	step(out, "API server ready at %s (kubeconfig %s)", cp.URL, cp.Kubeconfig)
+
+	step(out, "simulated vCenters: vc-east (region east, zones east-1 and east-2), vc-west (region west, zone west-1)")
+	fleet, err := vcsim.Start(ctx,
+		vcsim.Spec{Name: "vc-east", Datacenters: []string{"dc-east"}, Clusters: 2, Hosts: 2, VMs: 2},
+		vcsim.Spec{Name: "vc-west", Datacenters: []string{"dc-west"}, Clusters: 1, Hosts: 2, VMs: 2})
+	if err != nil {
+		return err
+	}
+	defer fleet.Close()
+	zones := map[string]string{"vc-east-dc-east-c0": "east-1", "vc-east-dc-east-c1": "east-2", "vc-west-dc-west-c0": "west-1"}
+	for _, v := range fleet.VCenters {
+		region := strings.TrimPrefix(v.Name, "vc-")
+		for _, vm := range v.VMs {
+			if err := v.Tag(ctx, "k8s-zone", zones[vm.Cluster], vm.ClusterRef); err != nil {
+				return err
+			}
+			if err := v.Tag(ctx, "k8s-region", region, datacenter(v, vm.Datacenter)); err != nil {
+				return err
+			}
+		}
+	}
+	cfgPath := filepath.Join(work, "vsphere.yaml")
+	cfgText := fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		return err
+	}
+
+	step(out, "starting the CCM (log: %s)", filepath.Join(work, "ccm.log"))
+	args, err := cp.CCMArgs(cfgPath)
+	if err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(work, "ccm.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(ccm, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+
+	vms := fleet.VMs()
+	step(out, "registering %d nodes as kubelets with --cloud-provider=external would", len(vms))
+	for _, vm := range vms {
+		if err := controlplane.RegisterNode(ctx, kube, vm.Name, strings.ToUpper(vm.UUID)); err != nil {
+			return err
+		}
+	}
+	if err := waitInitialized(ctx, kube, len(vms)); err != nil {
+		return fmt.Errorf("%w; see %s", err, filepath.Join(work, "ccm.log"))
+	}
+	if err := printNodes(ctx, kube, out); err != nil {
+		return err
+	}
+
+	step(out, "topology explain")
+	explain := exec.CommandContext(ctx, ccm, "topology", "explain", "--cloud-config", cfgPath)
+	explain.Stdout, explain.Stderr = out, os.Stderr
+	if err := explain.Run(); err != nil {
+		return fmt.Errorf("topology explain: %w", err)
+	}
+	if oneshot {
+		return nil
+	}
+	step(out, "running; try: KUBECONFIG=%s kubectl get nodes -L topology.kubernetes.io/zone  (Ctrl-C to stop and clean up)", cp.Kubeconfig)
+	<-ctx.Done()
+	return nil
+}
+
+func datacenter(v *vcsim.VCenter, name string) types.ManagedObjectReference {
+	for _, e := range v.Model.Map().All("Datacenter") {
+		if e.Entity().Name == name {
+			return e.Reference()
+		}
+	}
+	return types.ManagedObjectReference{}
+}
+
+func waitInitialized(ctx context.Context, kube kubernetes.Interface, want int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		done := 0
+		for _, n := range list.Items {
+			if n.Spec.ProviderID != "" && !tainted(&n) {
+				done++
+			}
+		}
+		if done == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("nodes not initialized within 2 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func tainted(n *v1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == controlplane.UninitializedTaint {
+			return true
+		}
+	}
+	return false
+}
+
+func printNodes(ctx context.Context, kube kubernetes.Interface, out io.Writer) error {
+	list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	step(out, "nodes as the CCM initialized them")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPROVIDER-ID\tZONE\tREGION\tINTERNAL-IP\tVCENTER")
+	for _, n := range list.Items {
+		ip := ""
+		for _, a := range n.Status.Addresses {
+			if a.Type == v1.NodeInternalIP && ip == "" {
+				ip = a.Address
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels["topology.kubernetes.io/zone"],
+			n.Labels["topology.kubernetes.io/region"], ip, n.Labels[provider.LabelVCenter])
+	}
+	fmt.Fprintln(tw)
+	return tw.Flush()
+}
