@@ -12,6 +12,7 @@ import (
 	"k8s.io/cloud-provider/names"
 	"k8s.io/cloud-provider/options"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
@@ -70,7 +71,13 @@ Operator commands:
 		if !ok {
 			return exitError{1}
 		}
-		p, err := provider.New(cfg, provider.Options{})
+		m := provider.NewMetrics()
+		for _, c := range m.Collectors() {
+			if err := legacyregistry.Register(c); err != nil {
+				return fmt.Errorf("register metrics: %w", err)
+			}
+		}
+		p, err := provider.New(cfg, provider.Options{Metrics: m})
 		if err != nil {
 			return err
 		}

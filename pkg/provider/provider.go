@@ -49,6 +49,9 @@ type Options struct {
 	// SyncTimeout bounds how long Start waits for the inventories and tag
 	// caches before serving (default: the connect timeout).
 	SyncTimeout time.Duration
+	// Metrics, if set, receive request, login and lookup counts and are
+	// refreshed every 10 seconds.
+	Metrics *Metrics
 }
 
 // Provider is the vSphere cloud provider.
@@ -104,6 +107,9 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	}
 	vopts := p.opts.VCenter
 	vopts.Credentials = p.creds
+	if p.opts.Metrics != nil && vopts.Observer == nil {
+		vopts.Observer = p.opts.Metrics
+	}
 	pool, err := vcenter.NewPool(p.cfg, vopts)
 	if err != nil {
 		return err
@@ -127,6 +133,18 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	p.topo.Run(ctx)
 	if err := p.topo.WaitForSync(sctx); err != nil {
 		log.Info("Not every tag cache is filled yet", "err", err)
+	}
+	if m := p.opts.Metrics; m != nil {
+		go func() {
+			for {
+				m.refresh(p)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(10 * time.Second):
+				}
+			}
+		}()
 	}
 	return nil
 }
@@ -209,6 +227,14 @@ func (p *Provider) Routes() (cloudprovider.Routes, bool) { return nil, false }
 // that cannot tell (vCenter down, ambiguity) stops the search: a weaker
 // method must not pick another VM.
 func (p *Provider) FindVM(ctx context.Context, node *v1.Node) (inventory.VM, error) {
+	vm, err := p.findVM(ctx, node)
+	if p.opts.Metrics != nil {
+		p.opts.Metrics.lookup(err)
+	}
+	return vm, err
+}
+
+func (p *Provider) findVM(ctx context.Context, node *v1.Node) (inventory.VM, error) {
 	if !p.ready() {
 		return inventory.VM{}, p.notReady()
 	}

@@ -42,6 +42,8 @@ type Options struct {
 	// WrapTransport, if set, wraps the HTTP transport of every SOAP and REST
 	// client, for example to count requests.
 	WrapTransport func(vcenter string, rt http.RoundTripper) http.RoundTripper
+	// Observer is told about every request and login (metrics).
+	Observer Observer
 	// UserAgent is sent with every request.
 	UserAgent string
 	// Clock is for tests; default the real clock.
@@ -63,6 +65,9 @@ func (o *Options) defaults() {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
 	}
 }
 
@@ -378,16 +383,23 @@ func (c *Client) connect(ctx context.Context, creds credentials.Credentials) (*S
 	if err != nil {
 		return nil, err
 	}
-	vim.RoundTripper = vim25.Retry(sc, vim25.RetryTemporaryNetworkError, c.vc.SOAPRoundtripCount)
+	vim.RoundTripper = observedSOAP{next: vim25.Retry(sc, vim25.RetryTemporaryNetworkError, c.vc.SOAPRoundtripCount),
+		vcenter: c.vc.Name, obs: c.opts.Observer}
 	user := url.UserPassword(creds.Username, creds.Password.Reveal())
-	if err := session.NewManager(vim).Login(ctx, user); err != nil {
+	err = session.NewManager(vim).Login(ctx, user)
+	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
+	if err != nil {
 		return nil, err
 	}
 	rc := rest.NewClient(vim)
+	var rt http.RoundTripper = rc.DefaultTransport()
 	if c.opts.WrapTransport != nil {
-		rc.Client.Client.Transport = c.opts.WrapTransport(c.vc.Name, rc.DefaultTransport())
+		rt = c.opts.WrapTransport(c.vc.Name, rt)
 	}
-	if err := rc.Login(ctx, user); err != nil {
+	rc.Client.Client.Transport = observedHTTP{next: rt, vcenter: c.vc.Name, obs: c.opts.Observer}
+	err = rc.Login(ctx, user)
+	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
+	if err != nil {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = session.NewManager(vim).Logout(lctx)
 		cancel()
@@ -433,6 +445,14 @@ func (c *Client) probe(ctx context.Context) error {
 }
 
 var errExpired = errors.New("session expired")
+
+// loginOutcome marks a refused login with ErrLoginRejected for observers.
+func loginOutcome(err error) error {
+	if err != nil && isInvalidLogin(err) {
+		return ErrLoginRejected
+	}
+	return err
+}
 
 func (c *Client) logout(s *Session) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

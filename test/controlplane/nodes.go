@@ -51,6 +51,7 @@ func (cp *ControlPlane) CCMArgs(cloudConfig string) ([]string, error) {
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port[0]),
 		"--webhook-secure-port=0",
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
 		"--leader-elect=false",
 		"--node-monitor-period=2s",
 		"--node-status-update-frequency=10s",

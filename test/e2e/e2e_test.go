@@ -9,7 +9,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +54,7 @@ type harness struct {
 	ccm     *exec.Cmd
 	ccmLog  string
 	cfgPath string
+	serving string // the CCM's secure serving address (health, metrics)
 }
 
 func repoRoot(t *testing.T) string {
@@ -149,6 +153,11 @@ func (h *harness) startCCM(extra ...string) {
 	must(h.t, err)
 	args, err := h.cp.CCMArgs(h.cfgPath)
 	must(h.t, err)
+	for _, a := range args {
+		if port, ok := strings.CutPrefix(a, "--secure-port="); ok {
+			h.serving = "https://127.0.0.1:" + port
+		}
+	}
 	args = append(args, extra...)
 	h.ccm = exec.Command(h.binary, args...)
 	h.ccm.Stdout, h.ccm.Stderr = logf, logf
@@ -423,6 +432,42 @@ func TestE2E(t *testing.T) {
 		must(t, h.kube.CoreV1().Nodes().Delete(h.ctx, n.Name, metav1.DeleteOptions{}))
 		h.register(b.VMs[1], false)
 		h.waitInitialized(b.VMs[1])
+	})
+
+	t.Run("health and metrics are served", func(t *testing.T) {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed serving cert of the test CCM
+		get := func(path string) string {
+			res, err := hc.Get(h.serving + path)
+			must(t, err)
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %s\n%s", path, res.Status, b)
+			}
+			return string(b)
+		}
+		if body := get("/healthz"); body != "ok" {
+			t.Errorf("/healthz: %q", body)
+		}
+		body := get("/metrics")
+		for _, want := range []string{
+			`vsphere_ccm_vcenter_up{vcenter="vc-a"} 1`, `vsphere_ccm_vcenter_up{vcenter="vc-b"} 1`,
+			`vsphere_ccm_vcenter_logins_total{result="rejected",vcenter="vc-a"} 1`,
+			`vsphere_ccm_node_lookups_total{result="found"}`,
+			`vsphere_ccm_vcenter_requests_total{api="soap",method="WaitForUpdatesEx",outcome="ok",vcenter="vc-b"}`,
+			`vsphere_ccm_vcenter_requests_total{api="rest",method="tagging/tag-association:list-attached-tags-on-objects",outcome="ok",vcenter="vc-c"}`,
+			`vsphere_ccm_inventory_vms{vcenter="vc-b"} 3`,
+			`vsphere_ccm_tag_cache_age_seconds{vcenter="vc-a"}`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+		for _, v := range h.fleet.VCenters {
+			if strings.Contains(body, v.Password) || strings.Contains(body, "password") {
+				t.Errorf("/metrics mentions a password")
+			}
+		}
 	})
 
 	log, _ := os.ReadFile(h.ccmLog)

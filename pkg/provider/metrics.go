@@ -1,0 +1,117 @@
+package provider
+
+import (
+	"errors"
+	"time"
+
+	"k8s.io/component-base/metrics"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+// Metrics are the provider's Prometheus metrics. Create them with
+// NewMetrics, register Collectors() (the command registers them in the
+// framework's registry, served on /metrics) and pass them in Options.
+// They implement vcenter.Observer. Labels never hold secrets.
+type Metrics struct {
+	requests     *metrics.CounterVec
+	duration     *metrics.HistogramVec
+	logins       *metrics.CounterVec
+	up           *metrics.GaugeVec
+	inventoryVMs *metrics.GaugeVec
+	inventoryAge *metrics.GaugeVec
+	tagAge       *metrics.GaugeVec
+	lookups      *metrics.CounterVec
+}
+
+const namespace = "vsphere_ccm"
+
+// NewMetrics creates the metrics (not registered).
+func NewMetrics() *Metrics {
+	return &Metrics{
+		requests: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "vcenter_requests_total",
+			Help: "vSphere requests by vCenter, API (soap, rest), method and outcome (ok, fault, error).", StabilityLevel: metrics.ALPHA},
+			[]string{"vcenter", "api", "method", "outcome"}),
+		duration: metrics.NewHistogramVec(&metrics.HistogramOpts{Namespace: namespace, Name: "vcenter_request_duration_seconds",
+			Help: "Duration of vSphere requests by vCenter and API.", Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter", "api"}),
+		logins: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "vcenter_logins_total",
+			Help: "Login attempts (SOAP and REST) by vCenter and result (success, rejected, error).", StabilityLevel: metrics.ALPHA},
+			[]string{"vcenter", "result"}),
+		up: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_up",
+			Help: "1 when the vCenter is connected or degraded, 0 when down.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		inventoryVMs: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_vms",
+			Help: "VMs in the inventory of each vCenter.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		inventoryAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_sync_age_seconds",
+			Help: "Seconds since the inventory of each vCenter was last confirmed current (-1: never synced).", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		tagAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "tag_cache_age_seconds",
+			Help: "Seconds since the tag cache of each vCenter was last refreshed (-1: never).", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		lookups: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_lookups_total",
+			Help: "Node to VM lookups by result (found, not_found, ambiguous, error).", StabilityLevel: metrics.ALPHA}, []string{"result"}),
+	}
+}
+
+// Collectors lists every metric, for registration.
+func (m *Metrics) Collectors() []metrics.Registerable {
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.tagAge, m.lookups}
+}
+
+// Request implements vcenter.Observer.
+func (m *Metrics) Request(vc, api, method, outcome string, d time.Duration) {
+	m.requests.WithLabelValues(vc, api, method, outcome).Inc()
+	m.duration.WithLabelValues(vc, api).Observe(d.Seconds())
+}
+
+// Login implements vcenter.Observer.
+func (m *Metrics) Login(vc string, err error) {
+	result := "success"
+	switch {
+	case errors.Is(err, vcenter.ErrLoginRejected):
+		result = "rejected"
+	case err != nil:
+		result = "error"
+	}
+	m.logins.WithLabelValues(vc, result).Inc()
+}
+
+func (m *Metrics) lookup(err error) {
+	result := "found"
+	switch {
+	case err == nil:
+	case errors.Is(err, inventory.ErrNotFound):
+		result = "not_found"
+	case errors.Is(err, inventory.ErrAmbiguous):
+		result = "ambiguous"
+	default:
+		result = "error"
+	}
+	m.lookups.WithLabelValues(result).Inc()
+}
+
+// refresh updates the gauges from the provider's state.
+func (m *Metrics) refresh(p *Provider) {
+	now := time.Now()
+	age := func(t time.Time) float64 {
+		if t.IsZero() {
+			return -1
+		}
+		return now.Sub(t).Seconds()
+	}
+	for _, c := range p.pool.Clients() {
+		up := 0.0
+		if c.Health().State != vcenter.Down {
+			up = 1
+		}
+		m.up.WithLabelValues(c.Name()).Set(up)
+		if ix := p.inv.Index(c.Name()); ix != nil {
+			_, at, _ := ix.Status()
+			m.inventoryVMs.WithLabelValues(c.Name()).Set(float64(ix.Len()))
+			m.inventoryAge.WithLabelValues(c.Name()).Set(age(at))
+		}
+		if tc := p.topo.Cache(c.Name()); tc != nil {
+			_, at, _ := tc.Status()
+			m.tagAge.WithLabelValues(c.Name()).Set(age(at))
+		}
+	}
+}

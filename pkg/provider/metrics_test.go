@@ -1,0 +1,78 @@
+package provider_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+func TestMetrics(t *testing.T) {
+	e := stretched(t, "", nil)
+	// A second provider on the same fleet, with metrics and a wrong password for vc-c.
+	m := provider.NewMetrics()
+	reg := metrics.NewKubeRegistry()
+	for _, c := range m.Collectors() {
+		reg.MustRegister(c)
+	}
+	text := e.fleet.Config("global:\n  connectTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)
+	text = strings.Replace(text, "password: "+e.fleet.VCenter("vc-c").Password, "password: wrong", 1)
+	cfg, _, err := config.Parse("m.yaml", []byte(text), config.Options{})
+	must(t, err)
+	p, err := provider.New(cfg, provider.Options{Metrics: m, VCenter: vcenter.Options{RetryMin: time.Hour}})
+	must(t, err)
+	must(t, p.Start(e.ctx, nil))
+	defer p.Close()
+	vm := e.fleet.VCenter("vc-a").VMs[0]
+	if _, err := p.InstanceMetadata(e.ctx, node(vm)); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = p.InstanceExists(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}})
+	time.Sleep(100 * time.Millisecond) // the gauges are refreshed at start
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP vsphere_ccm_vcenter_up [ALPHA] 1 when the vCenter is connected or degraded, 0 when down.
+# TYPE vsphere_ccm_vcenter_up gauge
+vsphere_ccm_vcenter_up{vcenter="vc-a"} 1
+vsphere_ccm_vcenter_up{vcenter="vc-b"} 1
+vsphere_ccm_vcenter_up{vcenter="vc-c"} 0
+# HELP vsphere_ccm_vcenter_logins_total [ALPHA] Login attempts (SOAP and REST) by vCenter and result (success, rejected, error).
+# TYPE vsphere_ccm_vcenter_logins_total counter
+vsphere_ccm_vcenter_logins_total{result="rejected",vcenter="vc-c"} 1
+vsphere_ccm_vcenter_logins_total{result="success",vcenter="vc-a"} 2
+vsphere_ccm_vcenter_logins_total{result="success",vcenter="vc-b"} 2
+# HELP vsphere_ccm_node_lookups_total [ALPHA] Node to VM lookups by result (found, not_found, ambiguous, error).
+# TYPE vsphere_ccm_node_lookups_total counter
+vsphere_ccm_node_lookups_total{result="error"} 1
+vsphere_ccm_node_lookups_total{result="found"} 1
+`), "vsphere_ccm_vcenter_up", "vsphere_ccm_vcenter_logins_total", "vsphere_ccm_node_lookups_total")
+	if err != nil {
+		t.Error(err)
+	}
+	families, err := reg.Gather()
+	must(t, err)
+	seen := map[string]bool{}
+	for _, f := range families {
+		seen[f.GetName()] = true
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if strings.Contains(l.GetValue(), "wrong") || strings.Contains(l.GetValue(), "initial-") {
+					t.Errorf("a password in a metric label: %s", f.GetName())
+				}
+			}
+		}
+	}
+	for _, name := range []string{"vsphere_ccm_vcenter_requests_total", "vsphere_ccm_vcenter_request_duration_seconds",
+		"vsphere_ccm_inventory_vms", "vsphere_ccm_inventory_sync_age_seconds", "vsphere_ccm_tag_cache_age_seconds"} {
+		if !seen[name] {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+}
