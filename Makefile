@@ -41,10 +41,15 @@ fuzz:
 		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME); \
 	done
 
-## bench: benchmarks against simulated vCenters (results: docs/performance.md)
+## bench: micro benchmarks (simulated vCenters, BENCH_VMS VMs) and the scale benchmark through the
+## real controllers and API server with N nodes (results: docs/performance.md)
 BENCHTIME ?= 1s
-bench:
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/...
+BENCH_VMS ?= 2000
+N ?= 1000
+bench: build control-plane
+	$(GO) build -o bin/zerocost ./test/bench/zerocost
+	BENCH_VMS=$(BENCH_VMS) $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/...
+	$(GO) run ./test/bench -n $(N) -ccm $(BIN) -zerocost bin/zerocost
 
 ## lint: go vet and a gofmt check
 lint:

@@ -27,6 +27,9 @@ type Metrics struct {
 
 const namespace = "vsphere_ccm"
 
+// MetricRequestsTotal is the full name of the request counter.
+const MetricRequestsTotal = namespace + "_vcenter_requests_total"
+
 // NewMetrics creates the metrics (not registered).
 func NewMetrics() *Metrics {
 	return &Metrics{

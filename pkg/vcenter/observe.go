@@ -27,7 +27,7 @@ type Observer interface {
 type nopObserver struct{}
 
 func (nopObserver) Request(string, string, string, string, time.Duration) {}
-func (nopObserver) Login(string, error)                                  {}
+func (nopObserver) Login(string, error)                                   {}
 
 // observedSOAP reports every SOAP round trip.
 type observedSOAP struct {
