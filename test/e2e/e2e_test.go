@@ -55,7 +55,12 @@ type harness struct {
 	ccmLog  string
 	cfgPath string
 	serving string // the CCM's secure serving address (health, metrics)
+	// ccmKubeconfig authenticates as the shipped ServiceAccount.
+	ccmKubeconfig string
 }
+
+// secretName is the credential Secret the shipped RBAC lets the CCM read.
+const secretName = "vsphere-credentials"
 
 func repoRoot(t *testing.T) string {
 	wd, err := os.Getwd()
@@ -101,11 +106,16 @@ func setup(t *testing.T) *harness {
 			must(t, v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, dcRef(v, vm.Datacenter)))
 		}
 	}
-	// vc-a's credentials come from a Secret.
+	// The shipped manifests: all pass a server-side dry run; the
+	// ServiceAccount and RBAC are created, and the CCM runs with them only.
+	h.applyManifests("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+	h.ccmKubeconfig = h.serviceAccountKubeconfig()
+
+	// vc-a's credentials come from the Secret the shipped RBAC allows.
 	a := h.fleet.VCenter("vc-a")
-	h.setSecret("vc-a-creds", a.User, a.Password, true)
+	h.setSecret(secretName, a.User, a.Password, true)
 	text := h.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n",
-		map[string][]string{"vc-a": {"secretName: vc-a-creds", "secretNamespace: kube-system"}})
+		map[string][]string{"vc-a": {"secretName: " + secretName, "secretNamespace: kube-system"}})
 	// Inline credentials of vc-a are removed: the Secret is the only source.
 	text = strings.Replace(text, "    user: "+a.User+"\n    password: "+a.Password+"\n", "", 1)
 	h.cfgPath = filepath.Join(h.work, "vsphere.yaml")
@@ -153,9 +163,14 @@ func (h *harness) startCCM(extra ...string) {
 	must(h.t, err)
 	args, err := h.cp.CCMArgs(h.cfgPath)
 	must(h.t, err)
-	for _, a := range args {
+	for i, a := range args {
 		if port, ok := strings.CutPrefix(a, "--secure-port="); ok {
 			h.serving = "https://127.0.0.1:" + port
+		}
+		for _, f := range []string{"--kubeconfig=", "--authentication-kubeconfig=", "--authorization-kubeconfig="} {
+			if strings.HasPrefix(a, f) {
+				args[i] = f + h.ccmKubeconfig
+			}
 		}
 	}
 	args = append(args, extra...)
@@ -378,7 +393,7 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("credentials rotated in the Secret and the vCenter, no restart", func(t *testing.T) {
-		h.setSecret("vc-a-creds", a.User, "rotated-password", false)
+		h.setSecret(secretName, a.User, "rotated-password", false)
 		time.Sleep(time.Second) // the informer delivers the update
 		a.SetPassword("rotated-password")
 		n, err := a.TerminateSessions(h.ctx)
@@ -411,7 +426,7 @@ func TestE2E(t *testing.T) {
 			}
 			return nil
 		})
-		h.setSecret("vc-a-creds", a.User, "third-password", false)
+		h.setSecret(secretName, a.User, "third-password", false)
 		h.eventually("vc-a logged in with the new Secret", 30*time.Second, func() error {
 			if got, _ := a.CountSessions(h.ctx); got == 0 {
 				return fmt.Errorf("no session on vc-a")
@@ -471,6 +486,9 @@ func TestE2E(t *testing.T) {
 	})
 
 	log, _ := os.ReadFile(h.ccmLog)
+	if strings.Contains(strings.ToLower(string(log)), "forbidden") {
+		t.Errorf("the CCM hit an RBAC denial with the shipped RBAC; see %s", h.ccmLog)
+	}
 	for _, v := range h.fleet.VCenters {
 		if strings.Contains(string(log), v.Password) || strings.Contains(string(log), "rotated-password") {
 			t.Errorf("a password appears in the CCM log")

@@ -1,0 +1,103 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// manifests decodes every document of deploy/base (kustomization excluded).
+func (h *harness) manifests() []*unstructured.Unstructured {
+	h.t.Helper()
+	files, err := filepath.Glob(filepath.Join(h.root, "deploy", "base", "*.yaml"))
+	must(h.t, err)
+	var out []*unstructured.Unstructured
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		must(h.t, err)
+		r := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			must(h.t, err)
+			if len(bytes.TrimSpace(doc)) == 0 {
+				continue
+			}
+			u := &unstructured.Unstructured{}
+			must(h.t, yaml.Unmarshal(doc, &u.Object))
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// applyManifests creates the manifests of deploy/base: every one with a
+// server-side dry run (the API server validates and admits them), then
+// for real those of the given kinds.
+func (h *harness) applyManifests(kinds ...string) {
+	h.t.Helper()
+	dyn, err := dynamic.NewForConfig(h.cp.Config)
+	must(h.t, err)
+	disco, err := h.cp.Client()
+	must(h.t, err)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco.Discovery()))
+	for _, u := range h.manifests() {
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		must(h.t, err)
+		ri := dyn.Resource(m.Resource)
+		var rc dynamic.ResourceInterface = ri
+		if ns := u.GetNamespace(); ns != "" {
+			rc = ri.Namespace(ns)
+		}
+		if _, err := rc.Create(h.ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			h.t.Fatalf("server-side dry run of %s %s: %v", gvk.Kind, u.GetName(), err)
+		}
+		if slices.Contains(kinds, gvk.Kind) {
+			if _, err := rc.Create(h.ctx, u, metav1.CreateOptions{}); err != nil {
+				h.t.Fatalf("create %s %s: %v", gvk.Kind, u.GetName(), err)
+			}
+		}
+	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the
+// shipped ServiceAccount, so the CCM runs with the shipped RBAC only.
+func (h *harness) serviceAccountKubeconfig() string {
+	h.t.Helper()
+	kube, err := h.cp.Client()
+	must(h.t, err)
+	exp := int64(3600)
+	tok, err := kube.CoreV1().ServiceAccounts("kube-system").CreateToken(h.ctx, "vsphere-cloud-controller-manager",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	must(h.t, err)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: h.cp.URL, CertificateAuthorityData: h.cp.Config.CAData}
+	cfg.AuthInfos["ccm"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "ccm"}
+	cfg.CurrentContext = "e2e"
+	path := filepath.Join(h.work, "ccm.kubeconfig")
+	must(h.t, clientcmd.WriteToFile(*cfg, path))
+	return path
+}
