@@ -16,6 +16,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
@@ -52,6 +55,9 @@ type Options struct {
 	// Metrics, if set, receive request, login and lookup counts and are
 	// refreshed every 10 seconds.
 	Metrics *Metrics
+	// Recorder, if set, receives the Warning events on Nodes; otherwise
+	// Initialize creates one from the framework's client.
+	Recorder record.EventRecorder
 }
 
 // Provider is the vSphere cloud provider.
@@ -63,6 +69,8 @@ type Provider struct {
 	creds *credentials.Manager
 	inv   *inventory.Inventory
 	topo  *topology.Resolver
+
+	events *events
 
 	startOnce sync.Once
 	started   chan struct{}
@@ -78,7 +86,11 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 	if opts.InventoryMaxWait <= 0 {
 		opts.InventoryMaxWait = min(30*time.Second, max(cfg.Global.RequestTimeout/2, time.Second))
 	}
-	return &Provider{cfg: cfg, opts: opts, started: make(chan struct{})}, nil
+	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{})}
+	if opts.Recorder != nil {
+		p.events = &events{recorder: opts.Recorder}
+	}
+	return p, nil
 }
 
 // Start loads credentials (Secrets through kube, which may be nil when no
@@ -192,6 +204,10 @@ func (p *Provider) Initialize(clientBuilder cloudprovider.ControllerClientBuilde
 	kube, err := clientBuilder.Client("vsphere-cloud-controller-manager")
 	if err != nil {
 		klog.ErrorS(err, "No Kubernetes client for the credential manager")
+	} else if p.events == nil {
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+		p.events = &events{recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-cloud-controller-manager"})}
 	}
 	if err := p.Start(ctx, kube); err != nil {
 		klog.ErrorS(err, "vSphere provider failed to start")
@@ -296,6 +312,7 @@ func (e *nodeNotFound) Is(target error) bool { return target == inventory.ErrNot
 // because a vCenter could not be asked.
 func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	_, err := p.FindVM(ctx, node)
+	p.events.warn(node, err, false)
 	switch {
 	case err == nil:
 		return true, nil
@@ -318,6 +335,12 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, e
 // InstanceMetadata returns the providerID, instance type, addresses, zone,
 // region and labels of the node's VM.
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	md, err := p.instanceMetadata(ctx, node)
+	p.events.warn(node, err, true)
+	return md, err
+}
+
+func (p *Provider) instanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	vm, err := p.FindVM(ctx, node)
 	if err != nil {
 		return nil, err

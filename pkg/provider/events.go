@@ -1,0 +1,80 @@
+package provider
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+// Event reasons, for problems an operator can fix. Messages are the error
+// texts, which never contain secrets.
+const (
+	ReasonVMNotFound         = "VMNotFound"
+	ReasonAmbiguousVM        = "AmbiguousVM"
+	ReasonTopologyConflict   = "TopologyConflict"
+	ReasonTopologyTagMissing = "TopologyTagMissing"
+	ReasonVCenterUnreachable = "VCenterUnreachable"
+)
+
+// eventInterval is how long an identical event for a node is not repeated.
+const eventInterval = 10 * time.Minute
+
+// events records de-duplicated Warning events on Nodes.
+type events struct {
+	recorder record.EventRecorder
+	mu       sync.Mutex
+	last     map[string]time.Time // node/reason/message -> when sent
+}
+
+// reason classifies an error; "" means no event.
+func reason(err error, notFoundIsProblem bool) string {
+	var ce *topology.ConflictError
+	var ie *topology.InvalidTagError
+	var me *topology.MissingTagError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, inventory.ErrAmbiguous):
+		return ReasonAmbiguousVM
+	case errors.As(err, &ce), errors.As(err, &ie):
+		return ReasonTopologyConflict
+	case errors.As(err, &me):
+		return ReasonTopologyTagMissing
+	case errors.Is(err, vcenter.ErrUnavailable):
+		return ReasonVCenterUnreachable
+	case errors.Is(err, inventory.ErrNotFound) && notFoundIsProblem:
+		return ReasonVMNotFound
+	}
+	return ""
+}
+
+func (e *events) warn(node *v1.Node, err error, notFoundIsProblem bool) {
+	if e == nil || e.recorder == nil {
+		return
+	}
+	r := reason(err, notFoundIsProblem)
+	if r == "" {
+		return
+	}
+	msg := err.Error()
+	key := node.Name + "/" + r + "/" + msg
+	now := time.Now()
+	e.mu.Lock()
+	if t, ok := e.last[key]; ok && now.Sub(t) < eventInterval {
+		e.mu.Unlock()
+		return
+	}
+	if e.last == nil || len(e.last) > 10000 {
+		e.last = map[string]time.Time{}
+	}
+	e.last[key] = now
+	e.mu.Unlock()
+	e.recorder.Event(node, v1.EventTypeWarning, r, msg)
+}
