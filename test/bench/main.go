@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -204,6 +205,11 @@ func measure(ctx context.Context, cp *controlplane.ControlPlane, kube kubernetes
 	}
 	var before counts
 	if scrape {
+		// The baseline is taken once the provider has logged in, synced its
+		// inventories and filled its tag caches: what follows is per node.
+		if err := waitStarted(ctx, serving); err != nil {
+			return r, err
+		}
 		if before, err = scrapeCounts(serving); err != nil {
 			return r, err
 		}
@@ -326,6 +332,38 @@ func waitHealthy(ctx context.Context, serving string) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitStarted waits until /metrics shows every vCenter up, its inventory
+// filled and its tag cache refreshed.
+func waitStarted(ctx context.Context, serving string) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		res, err := insecure.Get(serving + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			ready := 0
+			for _, line := range strings.Split(string(b), "\n") {
+				for _, prefix := range []string{"vsphere_ccm_vcenter_up{", "vsphere_ccm_inventory_vms{", "vsphere_ccm_tag_cache_age_seconds{"} {
+					if strings.HasPrefix(line, prefix) && !strings.HasSuffix(line, " 0") && !strings.HasSuffix(line, " -1") {
+						ready++
+					}
+				}
+			}
+			if ready == 9 { // 3 series x 3 vCenters
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the provider did not report every vCenter started within 5 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

@@ -1,0 +1,133 @@
+package deploy_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
+)
+
+const chart = "chart/vsphere-cloud-controller-manager"
+
+// helm returns the helm binary, built from the Go module proxy on first use.
+func helm(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("bash", "../hack/build-helm.sh").Output()
+	if err != nil {
+		t.Fatalf("hack/build-helm.sh: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func run(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), errors.New(stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func decodeAll(t *testing.T, manifests string) []runtime.Object {
+	t.Helper()
+	r := yaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifests)))
+	var out []runtime.Object
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 || strings.TrimSpace(strings.TrimPrefix(string(doc), "---")) == "" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		out = append(out, obj)
+	}
+}
+
+func TestChart(t *testing.T) {
+	h := helm(t)
+	values := "testdata/stretched-values.yaml"
+	if out, err := run(t, h, "lint", "--strict", chart, "-f", values); err != nil {
+		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+	manifests, err := run(t, h, "template", "ccm", chart, "-n", "kube-system", "-f", values)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	var cfgText string
+	var sawCA, sawSecret, sawDeployment bool
+	for _, obj := range decodeAll(t, manifests) {
+		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			switch o.Name {
+			case "vsphere-cloud-config":
+				cfgText = o.Data["vsphere.conf"]
+			case "vsphere-ca":
+				sawCA = strings.Contains(o.Data["site-b.pem"], "BEGIN CERTIFICATE")
+			}
+		case *corev1.Secret:
+			sawSecret = true
+			data := map[string][]byte{}
+			for k, v := range o.StringData {
+				data[k] = []byte(v)
+			}
+			set, warnings, err := credentials.ParseData(data)
+			if err != nil || len(warnings) > 0 || len(set) != 2 || set["fd00:10::20"].Username != "ccm-b@vsphere.local" {
+				t.Errorf("chart Secret: %v, warnings %v, err %v", set, warnings, err)
+			}
+		case *rbacv1.Role:
+			for _, r := range o.Rules {
+				if slices.Contains(r.Resources, "secrets") && !slices.Equal(r.ResourceNames, []string{"vsphere-credentials", "vsphere-credentials-site-c"}) {
+					t.Errorf("Secret access by name: %v", r.ResourceNames)
+				}
+			}
+		default:
+			sawDeployment = sawDeployment || obj.GetObjectKind().GroupVersionKind().Kind == "Deployment"
+		}
+	}
+	if !sawCA || !sawSecret || !sawDeployment {
+		t.Errorf("rendered: CA %v, Secret %v, Deployment %v", sawCA, sawSecret, sawDeployment)
+	}
+	cfg, _, err := config.Parse("helm:vsphere.conf", []byte(cfgText), config.Options{})
+	if err != nil {
+		t.Fatalf("the rendered cloud-config does not validate:\n%s\n%v", cfgText, err)
+	}
+	if len(cfg.VCenters) != 3 || cfg.Labels.Zone != "k8s-zone" || len(cfg.Nodes.InternalSubnets) != 2 {
+		t.Errorf("rendered config: %s", cfg)
+	}
+	for _, vc := range cfg.VCenters {
+		if vc.InsecureFlag {
+			t.Errorf("%s: insecure by default", vc.Name)
+		}
+	}
+	if strings.Contains(cfgText, "chart-test-password") {
+		t.Error("a password in the ConfigMap")
+	}
+	// No vCenter: a clear failure, not an empty config.
+	if _, err := run(t, h, "template", "ccm", chart); err == nil || !strings.Contains(err.Error(), "configure at least one vCenter") {
+		t.Errorf("template without vCenters: %v", err)
+	}
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds helm from the Go module proxy into a cache keyed by version and
+# prints its path. A second run with the binary present costs nothing.
+# TOOLS_CACHE overrides the cache root (default: <repo>/.cache/tools).
+set -euo pipefail
+HELM_VERSION=v3.22.0
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bin=${TOOLS_CACHE:-$repo/.cache/tools}/helm-$HELM_VERSION/bin
+if [[ ! -x $bin/helm ]]; then
+	echo "building helm $HELM_VERSION (first time only) ..." >&2
+	mkdir -p "$bin"
+	GOBIN=$bin CGO_ENABLED=0 go install -trimpath "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+fi
+echo "$bin/helm"
