@@ -8,8 +8,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,22 +36,64 @@ func (h *harness) manifests() []*unstructured.Unstructured {
 		}
 		data, err := os.ReadFile(f)
 		must(h.t, err)
-		r := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			must(h.t, err)
-			if len(bytes.TrimSpace(doc)) == 0 {
-				continue
-			}
-			u := &unstructured.Unstructured{}
-			must(h.t, yaml.Unmarshal(doc, &u.Object))
+		out = append(out, h.decode(data)...)
+	}
+	return out
+}
+
+func (h *harness) decode(data []byte) []*unstructured.Unstructured {
+	h.t.Helper()
+	var out []*unstructured.Unstructured
+	r := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		must(h.t, err)
+		u := &unstructured.Unstructured{}
+		must(h.t, yaml.Unmarshal(doc, &u.Object))
+		if len(u.Object) > 0 {
 			out = append(out, u)
 		}
 	}
-	return out
+}
+
+// helmManifests renders the chart with the stretched test values into
+// namespace ns.
+func (h *harness) helmManifests(ns string) []*unstructured.Unstructured {
+	h.t.Helper()
+	out, err := exec.CommandContext(h.ctx, "bash", filepath.Join(h.root, "hack", "build-helm.sh")).Output()
+	must(h.t, err)
+	helm := strings.TrimSpace(string(out))
+	cmd := exec.CommandContext(h.ctx, helm, "template", "ccm", filepath.Join(h.root, "deploy", "chart", "vsphere-cloud-controller-manager"),
+		"-n", ns, "-f", filepath.Join(h.root, "deploy", "testdata", "stretched-values.yaml"))
+	rendered, err := cmd.Output()
+	must(h.t, err)
+	return h.decode(rendered)
+}
+
+// dryRunApply sends every object as a server-side apply with dry run: the
+// API server validates, defaults and admits it, and stores nothing.
+func (h *harness) dryRunApply(objs []*unstructured.Unstructured) {
+	h.t.Helper()
+	dyn, err := dynamic.NewForConfig(h.cp.Config)
+	must(h.t, err)
+	disco, err := h.cp.Client()
+	must(h.t, err)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco.Discovery()))
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		must(h.t, err)
+		var rc dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if ns := u.GetNamespace(); ns != "" {
+			rc = dyn.Resource(m.Resource).Namespace(ns)
+		}
+		if _, err := rc.Apply(h.ctx, u.GetName(), u, metav1.ApplyOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "e2e", Force: true}); err != nil {
+			h.t.Errorf("server-side dry run of %s %s/%s: %v", gvk.Kind, u.GetNamespace(), u.GetName(), err)
+		}
+	}
 }
 
 // applyManifests creates the manifests of deploy/base: every one with a

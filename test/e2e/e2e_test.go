@@ -449,6 +449,14 @@ func TestE2E(t *testing.T) {
 		h.waitInitialized(b.VMs[1])
 	})
 
+	t.Run("the Helm chart renders manifests the API server accepts", func(t *testing.T) {
+		objs := h.helmManifests("kube-system")
+		if len(objs) < 10 {
+			t.Fatalf("the chart rendered %d objects", len(objs))
+		}
+		h.dryRunApply(objs)
+	})
+
 	t.Run("health and metrics are served", func(t *testing.T) {
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed serving cert of the test CCM
 		get := func(path string) string {
