@@ -322,6 +322,29 @@ func TestE2E(t *testing.T) {
 		h.waitInitialized(first...)
 	})
 
+	t.Run("a node without a VM gets a VMNotFound event, never a guess", func(t *testing.T) {
+		must(t, controlplane.RegisterNode(h.ctx, h.kube, "ghost-node", "4299FFFF-0000-4000-8000-000000000000"))
+		h.eventually("VMNotFound event", 30*time.Second, func() error {
+			evs, err := h.kube.CoreV1().Events("").List(h.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=ghost-node"})
+			if err != nil {
+				return err
+			}
+			for _, ev := range evs.Items {
+				if ev.Reason == "VMNotFound" && ev.Type == v1.EventTypeWarning && strings.Contains(ev.Message, "ghost-node") {
+					return nil
+				}
+			}
+			return fmt.Errorf("%d events, none VMNotFound", len(evs.Items))
+		})
+		// Every vCenter answered and none has it: the lifecycle controller may delete it.
+		h.eventually("ghost node deleted", 30*time.Second, func() error {
+			if _, err := h.node("ghost-node"); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+	})
+
 	t.Run("powered off VM gets the shutdown taint, loses it when back", func(t *testing.T) {
 		vm := b.VMs[0]
 		obj := object.NewVirtualMachine(b.Admin(), vm.Ref)
