@@ -212,37 +212,34 @@ func sortVMs(vms []VM) []VM {
 
 // searchUUID asks the vCenter for VMs with one of the BIOS UUIDs.
 func (ix *Index) searchUUID(ctx context.Context, uuids []string) ([]VM, error) {
-	var out []VM
-	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-		out = nil
-		si := object.NewSearchIndex(s.VIM)
+	return ix.search(ctx, func(ctx context.Context, si *object.SearchIndex) ([]object.Reference, error) {
+		var refs []object.Reference
 		for _, u := range uuids {
 			r, err := si.FindByUuid(ctx, nil, u, true, types.NewBool(false))
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if r == nil {
-				continue
-			}
-			vm, ok, err := ix.fetch(ctx, s, r.Reference())
-			if err != nil {
-				return err
-			}
-			if ok {
-				out = append(out, vm)
+			if r != nil {
+				refs = append(refs, r)
 			}
 		}
-		return nil
+		return refs, nil
 	})
-	return out, err
 }
 
 // searchDNSName asks the vCenter for VMs whose guest host name is name.
 func (ix *Index) searchDNSName(ctx context.Context, name string) ([]VM, error) {
+	return ix.search(ctx, func(ctx context.Context, si *object.SearchIndex) ([]object.Reference, error) {
+		return si.FindAllByDnsName(ctx, nil, name, true)
+	})
+}
+
+// search runs a SearchIndex query and reads the VMs it finds (in scope).
+func (ix *Index) search(ctx context.Context, find func(context.Context, *object.SearchIndex) ([]object.Reference, error)) ([]VM, error) {
 	var out []VM
 	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
 		out = nil
-		refs, err := object.NewSearchIndex(s.VIM).FindAllByDnsName(ctx, nil, name, true)
+		refs, err := find(ctx, object.NewSearchIndex(s.VIM))
 		if err != nil {
 			return err
 		}

@@ -15,15 +15,9 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
-
-type inline struct{}
-
-func (inline) Get(vc config.VCenter) (credentials.Credentials, string, error) {
-	return credentials.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}, "inline config", nil
-}
-func (inline) Changed() <-chan struct{} { return nil }
 
 type env struct {
 	fleet *vcsim.Fleet
@@ -56,7 +50,11 @@ func setup(t *testing.T, datacenters ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: inline{}, RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	creds := credentials.New(cfg, credentials.Options{})
+	if err := creds.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: creds, RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,17 +72,6 @@ func setup(t *testing.T, datacenters ...string) *env {
 		t.Fatal(err)
 	}
 	return &env{fleet: f, pool: pool, inv: inv, ctx: ctx}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestLookups(t *testing.T) {
@@ -150,7 +137,7 @@ func TestDuplicatesAreAmbiguous(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the index to see the changes", func() bool {
+	poll.True(t, "the index to see the changes", func() bool {
 		_, err := e.inv.FindByName(e.ctx, dup.Name)
 		return errors.Is(err, inventory.ErrAmbiguous)
 	})
@@ -180,7 +167,7 @@ func TestChangesAreFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "powered off in the index", func() bool {
+	poll.True(t, "powered off in the index", func() bool {
 		got, err := e.inv.FindByUUID(e.ctx, target.UUID)
 		return err == nil && got.PowerState == types.VirtualMachinePowerStatePoweredOff
 	})
@@ -192,7 +179,7 @@ func TestChangesAreFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "gone from the index", func() bool {
+	poll.True(t, "gone from the index", func() bool {
 		_, err := e.inv.FindByUUID(e.ctx, target.UUID)
 		return errors.Is(err, inventory.ErrNotFound)
 	})
@@ -205,7 +192,7 @@ func TestVCenterDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca, _ := e.pool.Client("vc-a")
-	eventually(t, "vc-a seen down", func() bool {
+	poll.True(t, "vc-a seen down", func() bool {
 		_ = ca.Do(e.ctx, func(ctx context.Context, s *vcenter.Session) error {
 			_, err := object.NewSearchIndex(s.VIM).FindByUuid(ctx, nil, "x", true, nil)
 			return err
@@ -229,7 +216,7 @@ func TestVCenterDown(t *testing.T) {
 	if err := a.SetMode(vcsim.Up); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "vc-a back", func() bool {
+	poll.True(t, "vc-a back", func() bool {
 		_, err := e.inv.FindByName(e.ctx, "no-such-vm")
 		return errors.Is(err, inventory.ErrNotFound)
 	})

@@ -45,7 +45,7 @@ func BenchmarkInstanceMetadata(b *testing.B) {
 			if err := v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef); err != nil {
 				b.Fatal(err)
 			}
-			if err := v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, dcRef(v, vm.Datacenter)); err != nil {
+			if err := v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -54,7 +55,7 @@ func stretched(t *testing.T, head string, per map[string][]string) *env {
 	for _, v := range f.VCenters {
 		for _, vm := range v.VMs {
 			must(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
-			must(t, v.Tag(ctx, "k8s-region", "region-"+v.Name+"-"+vm.Datacenter, dcRef(v, vm.Datacenter)))
+			must(t, v.Tag(ctx, "k8s-region", "region-"+v.Name+"-"+vm.Datacenter, v.Datacenter(vm.Datacenter)))
 		}
 	}
 	if head == "" {
@@ -70,31 +71,11 @@ func stretched(t *testing.T, head string, per map[string][]string) *env {
 	return &env{t: t, ctx: ctx, fleet: f, p: p}
 }
 
-func dcRef(v *vcsim.VCenter, name string) types.ManagedObjectReference {
-	for _, e := range v.Model.Map().All("Datacenter") {
-		if e.Entity().Name == name {
-			return e.Reference()
-		}
-	}
-	return types.ManagedObjectReference{}
-}
-
 // node is a Node as kubelet --cloud-provider=external registers it.
 func node(vm vcsim.VM) *v1.Node {
 	return &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: vm.Name},
 		Status:     v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: strings.ToUpper(vm.UUID)}},
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -138,14 +119,14 @@ func TestLifecycle(t *testing.T) {
 	task, err := vm.PowerOff(e.ctx)
 	must(t, err)
 	must(t, task.Wait(e.ctx))
-	eventually(t, "shutdown reported", func() bool {
+	poll.True(t, "shutdown reported", func() bool {
 		off, err := e.p.InstanceShutdown(e.ctx, n)
 		return off && err == nil
 	})
 	task, err = vm.PowerOn(e.ctx)
 	must(t, err)
 	must(t, task.Wait(e.ctx))
-	eventually(t, "running reported", func() bool {
+	poll.True(t, "running reported", func() bool {
 		off, err := e.p.InstanceShutdown(e.ctx, n)
 		return !off && err == nil
 	})
@@ -155,7 +136,7 @@ func TestLifecycle(t *testing.T) {
 	task, err = vm.Destroy(e.ctx)
 	must(t, err)
 	must(t, task.Wait(e.ctx))
-	eventually(t, "deletion reported", func() bool {
+	poll.True(t, "deletion reported", func() bool {
 		ok, err := e.p.InstanceExists(e.ctx, n)
 		return !ok && err == nil
 	})
@@ -185,7 +166,7 @@ func TestVMotionSeenAtNextLookup(t *testing.T) {
 		types.VirtualMachineRelocateSpec{Host: &to.HostRef, Pool: &pool}, types.VirtualMachineMovePriorityDefaultPriority)
 	must(t, err)
 	must(t, task.Wait(e.ctx))
-	eventually(t, "the new zone", func() bool {
+	poll.True(t, "the new zone", func() bool {
 		md, err := e.p.InstanceMetadata(e.ctx, n)
 		return err == nil && md.Zone == "zone-vc-a-dc-1-c1"
 	})
@@ -200,7 +181,7 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 	b.SetUUID(b.VMs[1].Ref, dup.UUID)
 	n := node(dup)
 	n.Spec.ProviderID = "vsphere://" + dup.UUID
-	eventually(t, "ambiguity", func() bool {
+	poll.True(t, "ambiguity", func() bool {
 		_, err := e.p.InstanceMetadata(e.ctx, n)
 		return errors.Is(err, inventory.ErrAmbiguous)
 	})
@@ -219,7 +200,7 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 	// vc-a goes down: its nodes error, never "gone"; the others work.
 	must(t, a.SetMode(vcsim.Down))
 	ca, _ := e.p.Pool().Client("vc-a")
-	eventually(t, "vc-a down", func() bool {
+	poll.True(t, "vc-a down", func() bool {
 		_, _ = e.p.InstanceExists(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}})
 		return ca.Health().State == vcenter.Down
 	})
@@ -249,7 +230,7 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 		t.Errorf("unknown VM while vc-a is down: %v, %v; want an error, never false", ok, err)
 	}
 	must(t, a.SetMode(vcsim.Up))
-	eventually(t, "definitive answer after recovery", func() bool {
+	poll.True(t, "definitive answer after recovery", func() bool {
 		ok, err := e.p.InstanceExists(e.ctx, gone)
 		return !ok && err == nil
 	})
@@ -267,7 +248,7 @@ func TestAddressRulesOnSimulator(t *testing.T) {
 		{Network: "public", DeviceConfigId: 4001, IpAddress: []string{"192.0.2.7", "2001:db8::7"}},
 		{Network: "", DeviceConfigId: -1, IpAddress: []string{"172.17.0.1"}},
 	})
-	eventually(t, "guest info", func() bool {
+	poll.True(t, "guest info", func() bool {
 		md, err := e.p.InstanceMetadata(e.ctx, node(vm))
 		return err == nil && len(md.NodeAddresses) > 0 && slices.ContainsFunc(md.NodeAddresses, func(a v1.NodeAddress) bool { return a.Address == "10.99.0.5" })
 	})

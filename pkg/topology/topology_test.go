@@ -18,13 +18,6 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
-type inline struct{}
-
-func (inline) Get(vc config.VCenter) (credentials.Credentials, string, error) {
-	return credentials.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}, "inline config", nil
-}
-func (inline) Changed() <-chan struct{} { return nil }
-
 // fleet: vc-a with dc-1 (2 clusters) and dc-2, vc-b and vc-c with one each.
 func startFleet(t *testing.T) (*vcsim.Fleet, context.Context) {
 	t.Helper()
@@ -50,7 +43,7 @@ func tagStretched(t *testing.T, ctx context.Context, f *vcsim.Fleet) {
 		clusters := map[string]types.ManagedObjectReference{}
 		for _, vm := range v.VMs {
 			clusters[vm.Cluster] = vm.ClusterRef
-			dcs[vm.Datacenter] = datacenterRef(t, v, vm)
+			dcs[vm.Datacenter] = v.Datacenter(vm.Datacenter)
 		}
 		for name, ref := range dcs {
 			must(t, v.Tag(ctx, "k8s-region", v.Name+"-"+name, ref))
@@ -59,17 +52,6 @@ func tagStretched(t *testing.T, ctx context.Context, f *vcsim.Fleet) {
 			must(t, v.Tag(ctx, "k8s-zone", "zone-"+name, ref))
 		}
 	}
-}
-
-func datacenterRef(t *testing.T, v *vcsim.VCenter, vm vcsim.VM) types.ManagedObjectReference {
-	t.Helper()
-	for _, e := range v.Model.Map().All("Datacenter") {
-		if e.Entity().Name == vm.Datacenter {
-			return e.Reference()
-		}
-	}
-	t.Fatalf("no datacenter %s", vm.Datacenter)
-	return types.ManagedObjectReference{}
 }
 
 func must(t *testing.T, err error) {
@@ -89,7 +71,9 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 	t.Helper()
 	cfg, _, err := config.Parse("test.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"+head, per)), config.Options{})
 	must(t, err)
-	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: inline{}})
+	creds := credentials.New(cfg, credentials.Options{})
+	must(t, creds.Start(ctx))
+	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: creds})
 	must(t, err)
 	pool.Start(ctx)
 	t.Cleanup(pool.Close)

@@ -25,6 +25,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -132,17 +133,6 @@ func quiet(t testing.TB) context.Context {
 	return ctx
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func secretObj(name string, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name}, Data: map[string][]byte{}}
 	for k, v := range data {
@@ -232,7 +222,7 @@ func TestRotationAndLockout(t *testing.T) {
 		if _, err := client.CoreV1().Secrets("kube-system").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the Secret update", func() bool {
+		poll.True(t, "the Secret update", func() bool {
 			got, _, _ := creds.Get(cl.Config())
 			return got.Password.Reveal() == pass
 		})
@@ -275,7 +265,7 @@ func TestRotationAndLockout(t *testing.T) {
 		t.Errorf("health %+v, want down with NextLogin", h)
 	}
 	setSecret("third-password")
-	eventually(t, "reconnection with the new Secret", func() bool { return cl.Health().State == vcenter.Connected })
+	poll.True(t, "reconnection with the new Secret", func() bool { return cl.Health().State == vcenter.Connected })
 	if err := cl.Do(ctx, soapAndREST); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +286,7 @@ func TestLoginBackoffWindow(t *testing.T) {
 	defer cancel()
 	p := startPool(t, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: time.Second})
 	cl, _ := p.Client("vc-a")
-	eventually(t, "the first login attempt", func() bool { return len(a.FailedLogins()) == 1 && clk.HasWaiters() })
+	poll.True(t, "the first login attempt", func() bool { return len(a.FailedLogins()) == 1 && clk.HasWaiters() })
 	for _, step := range []time.Duration{time.Minute, time.Minute, 59 * time.Second} {
 		clk.Step(step)
 		time.Sleep(50 * time.Millisecond)
@@ -306,7 +296,7 @@ func TestLoginBackoffWindow(t *testing.T) {
 		}
 	}
 	clk.Step(2 * time.Second) // 3m1s after the rejection
-	eventually(t, "the retry after the window", func() bool { return len(a.FailedLogins()) == 2 })
+	poll.True(t, "the retry after the window", func() bool { return len(a.FailedLogins()) == 2 })
 	time.Sleep(100 * time.Millisecond)
 	if n := len(a.FailedLogins()); n != 2 {
 		t.Errorf("%d failed logins, want 2", n)
@@ -377,7 +367,7 @@ func TestOutage(t *testing.T) {
 	if err == nil {
 		t.Fatal("call to a stopped vCenter succeeded")
 	}
-	eventually(t, "vc-a down", func() bool { return ca.Health().State == vcenter.Down })
+	poll.True(t, "vc-a down", func() bool { return ca.Health().State == vcenter.Down })
 	if err := ca.Do(ctx, soapOnly); !errors.Is(err, vcenter.ErrUnavailable) || !strings.Contains(err.Error(), a.URL().Host) {
 		t.Errorf("call while down: %v, want ErrUnavailable naming %s", err, a.URL().Host)
 	}
@@ -390,7 +380,7 @@ func TestOutage(t *testing.T) {
 	if err := a.SetMode(vcsim.Up); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "vc-a back", func() bool { return ca.Health().State == vcenter.Connected })
+	poll.True(t, "vc-a back", func() bool { return ca.Health().State == vcenter.Connected })
 	if err := ca.Do(ctx, soapAndREST); err != nil {
 		t.Fatal(err)
 	}
@@ -416,11 +406,11 @@ func TestOutage(t *testing.T) {
 	if hungErr == nil || ctx.Err() != nil {
 		t.Fatalf("call to a hung vCenter: %v (ctx %v)", hungErr, ctx.Err())
 	}
-	eventually(t, "vc-a down after hanging", func() bool { return ca.Health().State == vcenter.Down })
+	poll.True(t, "vc-a down after hanging", func() bool { return ca.Health().State == vcenter.Down })
 	if err := a.SetMode(vcsim.Up); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "vc-a back after hanging", func() bool { return ca.Health().State == vcenter.Connected })
+	poll.True(t, "vc-a back after hanging", func() bool { return ca.Health().State == vcenter.Connected })
 }
 
 // TestTLS covers CA file, thumbprint pinning, system roots and insecureFlag.
@@ -500,7 +490,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 	if _, err := client.CoreV1().Secrets("kube-system").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "connected", func() bool { return cl.Health().State == vcenter.Connected })
+	poll.True(t, "connected", func() bool { return cl.Health().State == vcenter.Connected })
 	_ = a.SetMode(vcsim.Down)
 	errs = append(errs, fmt.Sprint(cl.Do(ctx, soapOnly)))
 	_ = a.SetMode(vcsim.Up)

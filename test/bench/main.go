@@ -28,7 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -102,7 +101,7 @@ func run(ctx context.Context, n int, ccm, zero string, statusInterval time.Durat
 			if err := v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef); err != nil {
 				return err
 			}
-			if err := v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, dcRef(v, vm.Datacenter)); err != nil {
+			if err := v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)); err != nil {
 				return err
 			}
 			answers[vm.Name] = map[string]string{"providerID": "vsphere://" + vm.UUID, "instanceType": "vsphere-vm.cpu-1.mem-0gb.os-unknown",
@@ -144,15 +143,6 @@ func run(ctx context.Context, n int, ccm, zero string, statusInterval time.Durat
 	fmt.Printf("%-52s %10.1fMB %10.1fMB\n", "peak RSS of the CCM process", float64(ours.peakRSSKB)/1024, float64(floor.peakRSSKB)/1024)
 	fmt.Printf("%-52s %12.2f   (target <= 1.3 at N=1000)\n", "ratio ours / zero-cost (initialization time)", ours.initTime.Seconds()/floor.initTime.Seconds())
 	return nil
-}
-
-func dcRef(v *vcsim.VCenter, name string) types.ManagedObjectReference {
-	for _, e := range v.Model.Map().All("Datacenter") {
-		if e.Entity().Name == name {
-			return e.Reference()
-		}
-	}
-	return types.ManagedObjectReference{}
 }
 
 // measure runs one CCM binary, registers every node, and measures.

@@ -22,7 +22,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -93,7 +92,7 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 			if err := v.Tag(ctx, "k8s-zone", zones[vm.Cluster], vm.ClusterRef); err != nil {
 				return err
 			}
-			if err := v.Tag(ctx, "k8s-region", region, datacenter(v, vm.Datacenter)); err != nil {
+			if err := v.Tag(ctx, "k8s-region", region, v.Datacenter(vm.Datacenter)); err != nil {
 				return err
 			}
 		}
@@ -151,15 +150,6 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 	step(out, "running; try: KUBECONFIG=%s kubectl get nodes -L topology.kubernetes.io/zone  (Ctrl-C to stop and clean up)", cp.Kubeconfig)
 	<-ctx.Done()
 	return nil
-}
-
-func datacenter(v *vcsim.VCenter, name string) types.ManagedObjectReference {
-	for _, e := range v.Model.Map().All("Datacenter") {
-		if e.Entity().Name == name {
-			return e.Reference()
-		}
-	}
-	return types.ManagedObjectReference{}
 }
 
 func waitInitialized(ctx context.Context, kube kubernetes.Interface, want int) error {

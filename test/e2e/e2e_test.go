@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,7 +102,7 @@ func setup(t *testing.T) *harness {
 	for _, v := range h.fleet.VCenters {
 		for _, vm := range v.VMs {
 			must(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
-			must(t, v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, dcRef(v, vm.Datacenter)))
+			must(t, v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)))
 		}
 	}
 	// The shipped manifests: all pass a server-side dry run; the
@@ -128,15 +127,6 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func dcRef(v *vcsim.VCenter, name string) types.ManagedObjectReference {
-	for _, e := range v.Model.Map().All("Datacenter") {
-		if e.Entity().Name == name {
-			return e.Reference()
-		}
-	}
-	return types.ManagedObjectReference{}
 }
 
 func (h *harness) setSecret(name, user, pass string, create bool) {

@@ -411,6 +411,16 @@ func (v *VCenter) SetGuest(vm types.ManagedObjectReference, hostname string, nic
 	})
 }
 
+// Datacenter returns the reference of the named datacenter (zero if none).
+func (v *VCenter) Datacenter(name string) types.ManagedObjectReference {
+	for _, e := range v.Model.Map().All("Datacenter") {
+		if e.Entity().Name == name {
+			return e.Reference()
+		}
+	}
+	return types.ManagedObjectReference{}
+}
+
 // SetUUID changes a VM's BIOS UUID (the simulator's ReconfigVM does not
 // notify property collectors of it).
 func (v *VCenter) SetUUID(vm types.ManagedObjectReference, uuid string) {
