@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -468,6 +469,23 @@ func TestE2E(t *testing.T) {
 			t.Fatalf("the chart rendered %d objects", len(objs))
 		}
 		h.dryRunApply(objs)
+	})
+
+	t.Run("topology explain reads the Secret through a kubeconfig and explains one node", func(t *testing.T) {
+		vm := a.VMs[0]
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(h.ctx, h.binary, "topology", "explain", "--cloud-config", h.cfgPath,
+			"--kubeconfig", h.cp.Kubeconfig, "--node", vm.Name, "-o", "json")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("topology explain: %v\n%s", err, stderr.String())
+		}
+		var ex provider.Explanation
+		must(t, json.Unmarshal(stdout.Bytes(), &ex))
+		if len(ex.Placements) != 1 || ex.Placements[0].VM != vm.Name || ex.Placements[0].Zone == nil ||
+			ex.Placements[0].Zone.Value != "zone-"+vm.Cluster || !strings.Contains(ex.Placements[0].Zone.From, "cluster "+vm.Cluster) {
+			t.Errorf("explain: %s", stdout.String())
+		}
 	})
 
 	t.Run("health and metrics are served", func(t *testing.T) {
