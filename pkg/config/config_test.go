@@ -275,3 +275,21 @@ func TestDetectFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestControlCharacters(t *testing.T) {
+	cases := map[string]string{
+		"ini value":  "[Global]\nsecrets-directory = /s\n[VirtualCenter \"vc\"]\nuser = u\x7f\npassword = p\n",
+		"ini name":   "[Global]\nuser = u\npassword = p\n[VirtualCenter \"v\x01c\"]\n",
+		"yaml value": "vcenter:\n  vc:\n    server: vc.example.com\n    password: \"se\\u0007cret\"\n    user: u\n",
+		"yaml list":  "vcenter:\n  vc:\n    server: vc.example.com\n    user: u\n    password: p\n    datacenters: [\"dc\\u0001\"]\n",
+	}
+	for name, text := range cases {
+		_, _, err := Parse("f", []byte(text), Options{})
+		if err == nil || !strings.Contains(err.Error(), "control character U+00") || !strings.Contains(err.Error(), "f:") {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "se\acret") {
+			t.Errorf("%s: the error echoes the value", name)
+		}
+	}
+}

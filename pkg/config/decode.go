@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
@@ -182,6 +183,10 @@ func (d *decoder) decodeValue(path string, e entry, v reflect.Value) {
 		}
 		for _, sub := range n.entries {
 			spath := fmt.Sprintf("%s[%q]", path, sub.key)
+			if r, bad := controlRune(sub.key); bad {
+				d.errorf(sub.line, spath, "", "the name contains the control character %U; remove it", r)
+				continue
+			}
 			if sub.val.kind != mappingNode && sub.val.kind != nullNode {
 				d.errorf(sub.line, spath, "", "expected a mapping of keys, got %s", sub.val.kind)
 				continue
@@ -230,6 +235,11 @@ func (d *decoder) decodeLeaf(path, key string, n *node, v reflect.Value) {
 			// gcfg: a boolean variable written without "=" is true.
 			v.Set(reflect.ValueOf(new(true)))
 		}
+		return
+	}
+	if r, bad := controlRune(n.value); bad && n.kind == scalarNode {
+		// Never echo the value: it may be a password.
+		d.errorf(n.line, path, key, "the value contains the control character %U; remove it", r)
 		return
 	}
 	if elem == typeList {
@@ -290,6 +300,10 @@ func (d *decoder) list(path, key string, n *node) ([]string, bool) {
 				d.errorf(item.line, fmt.Sprintf("%s[%d]", path, i), key, "expected a single value, got %s", item.kind)
 				return nil, false
 			}
+			if r, bad := controlRune(item.value); bad {
+				d.errorf(item.line, fmt.Sprintf("%s[%d]", path, i), key, "the value contains the control character %U; remove it", r)
+				return nil, false
+			}
 			out = append(out, strings.TrimSpace(item.value))
 		}
 		return out, true
@@ -306,6 +320,18 @@ func (d *decoder) list(path, key string, n *node) ([]string, bool) {
 		d.errorf(n.line, path, key, "expected a list or a comma-separated string, got %s", n.kind)
 		return nil, false
 	}
+}
+
+// controlRune returns the first control character of s (tab included:
+// no field may contain one), which a YAML document cannot carry and no
+// vSphere name or credential uses.
+func controlRune(s string) (rune, bool) {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 func parseBool(s string) (bool, bool) {
