@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -282,7 +283,9 @@ func (ix *Index) fetch(ctx context.Context, s *vcenter.Session, r types.ManagedO
 			out.Datacenter = e.Name
 		}
 	}
-	if dcs := ix.client.Config().Datacenters; len(dcs) > 0 && !slices.Contains(dcs, out.Datacenter) {
+	if dcs := ix.client.Config().Datacenters; len(dcs) > 0 && !slices.ContainsFunc(dcs, func(dc string) bool {
+		return path.Base(dc) == out.Datacenter // a datacenter may be configured by inventory path
+	}) {
 		return VM{}, false, nil
 	}
 	return out, true, nil
