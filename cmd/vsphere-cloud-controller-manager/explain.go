@@ -68,6 +68,9 @@ placements and unreachable vCenters. Exit status 0 when there is no problem,
 				return err
 			}
 			if err := p.Start(ctx, kube); err != nil {
+				if kube == nil {
+					return fmt.Errorf("%w; pass --kubeconfig to read them", err)
+				}
 				return err
 			}
 			defer p.Close()

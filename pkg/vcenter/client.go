@@ -480,7 +480,7 @@ func (c *Client) run(ctx context.Context) {
 				t.Stop()
 				changed = c.opts.Credentials.Changed()
 				if c.Health().State == Connected {
-					wait = c.remaining(wait)
+					wait = c.opts.KeepAlive
 					continue // sessions stay valid; new credentials are used at the next login
 				}
 			}
@@ -510,11 +510,6 @@ func (c *Client) run(ctx context.Context) {
 			backoff = min(2*backoff, c.opts.RetryMax)
 		}
 	}
-}
-
-// remaining is a short wait after an event that needs no action.
-func (c *Client) remaining(prev time.Duration) time.Duration {
-	return max(prev/2, c.opts.RetryMin)
 }
 
 func (c *Client) markFirst() {
