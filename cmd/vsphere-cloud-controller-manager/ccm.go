@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	cloudprovider "k8s.io/cloud-provider"
@@ -60,6 +61,7 @@ Operator commands:
 		if f := c.Flags().Lookup("version"); f != nil && f.Changed {
 			return nil
 		}
+		capVerbosity(c, stderr)
 		cp := opts.KubeCloudShared.CloudProvider
 		if cp.Name != provider.Name {
 			return fmt.Errorf("--cloud-provider=%q: this binary provides only %q", cp.Name, provider.Name)
@@ -90,4 +92,20 @@ Operator commands:
 		}
 	}
 	return cmd, closeFn, nil
+}
+
+// maxVerbosity is the highest log verbosity the controller manager runs
+// at: from 8 on, client-go logs Kubernetes API response bodies, and the
+// LIST of the credential Secret would put passwords in the log.
+const maxVerbosity = 7
+
+func capVerbosity(c *cobra.Command, stderr io.Writer) {
+	f := c.Flags().Lookup("v")
+	if f == nil {
+		return
+	}
+	if n, err := strconv.Atoi(f.Value.String()); err == nil && n > maxVerbosity {
+		_ = f.Value.Set(strconv.Itoa(maxVerbosity))
+		fmt.Fprintf(stderr, "warning: -v=%d lowered to %d: from 8 on, client-go logs API response bodies, which would include the credential Secret\n", n, maxVerbosity)
+	}
 }
