@@ -75,8 +75,9 @@ type Global struct {
 	// RequestTimeout bounds every single vSphere request (default 60s).
 	RequestTimeout time.Duration `json:"requestTimeout"`
 	// LoginBackoff is the minimum wait after a rejected login before the same
-	// credentials are tried again (default 3m, minimum 1m).
-	LoginBackoff time.Duration `json:"loginBackoff" validate:"min=60000000000"`
+	// credentials are tried again (default and minimum 3m: vCenter SSO locks an
+	// account after 5 failures in 180 s; we cause at most one per window).
+	LoginBackoff time.Duration `json:"loginBackoff" validate:"min=180000000000"`
 	// TagRefreshInterval is how often tag categories and tags are re-read
 	// (default 5m, minimum 10s).
 	TagRefreshInterval time.Duration `json:"tagRefreshInterval" validate:"min=10000000000"`
