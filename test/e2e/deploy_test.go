@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -22,23 +21,19 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
-// manifests decodes every document of deploy/base (kustomization excluded).
+// manifests is what `kubectl apply -k deploy/` sends: the kustomize build
+// of deploy/.
 func (h *harness) manifests() []*unstructured.Unstructured {
 	h.t.Helper()
-	files, err := filepath.Glob(filepath.Join(h.root, "deploy", "base", "*.yaml"))
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(h.root, "deploy"))
 	must(h.t, err)
-	var out []*unstructured.Unstructured
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		must(h.t, err)
-		out = append(out, h.decode(data)...)
-	}
-	return out
+	out, err := m.AsYaml()
+	must(h.t, err)
+	return h.decode(out)
 }
 
 func (h *harness) decode(data []byte) []*unstructured.Unstructured {
@@ -96,9 +91,9 @@ func (h *harness) dryRunApply(objs []*unstructured.Unstructured) {
 	}
 }
 
-// applyManifests creates the manifests of deploy/base: every one with a
-// server-side dry run (the API server validates and admits them), then
-// for real those of the given kinds.
+// applyManifests creates the kustomize build of deploy/: every object
+// with a server-side dry run (the API server validates and admits it),
+// then for real those of the given kinds.
 func (h *harness) applyManifests(kinds ...string) {
 	h.t.Helper()
 	dyn, err := dynamic.NewForConfig(h.cp.Config)
