@@ -135,6 +135,23 @@ func (ix *Index) Objects() []Object {
 	return out
 }
 
+// Refs returns the reference of every object and every VM (not
+// templates), unordered: what tags can be attached to.
+func (ix *Index) Refs() []types.ManagedObjectReference {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make([]types.ManagedObjectReference, 0, len(ix.data.objects)+len(ix.data.vms))
+	for r := range ix.data.objects {
+		out = append(out, r)
+	}
+	for r, vm := range ix.data.vms {
+		if !vm.Template {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // lookup returns the VMs whose key (in the named map) is one of keys.
 func (ix *Index) lookup(which func(*data) map[string][]ref, keys ...string) []VM {
 	ix.mu.RLock()

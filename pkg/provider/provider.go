@@ -266,6 +266,7 @@ func (p *Provider) findVM(ctx context.Context, node *v1.Node) (inventory.VM, err
 		return vm, nil
 	}
 	var misses []string
+	searched := false // whether any method could ask the inventory
 	for _, m := range p.cfg.Nodes.LookupOrder {
 		var vm inventory.VM
 		var err error
@@ -282,6 +283,7 @@ func (p *Provider) findVM(ctx context.Context, node *v1.Node) (inventory.VM, err
 		case config.LookupGuestHostname:
 			vm, err = p.inv.FindByGuestHostname(ctx, node.Name)
 		}
+		searched = true
 		if err == nil {
 			return vm, nil
 		}
@@ -290,7 +292,7 @@ func (p *Provider) findVM(ctx context.Context, node *v1.Node) (inventory.VM, err
 		}
 		misses = append(misses, err.Error())
 	}
-	if len(misses) > 0 && strings.HasPrefix(misses[0], "no systemUUID") && len(misses) == 1 {
+	if !searched {
 		return inventory.VM{}, fmt.Errorf("node %s has no systemUUID yet and nodes.lookupOrder has no other method", node.Name)
 	}
 	return inventory.VM{}, &nodeNotFound{node: node.Name, misses: misses}

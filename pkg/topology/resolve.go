@@ -90,14 +90,7 @@ func objectsOf(ix *inventory.Index) []types.ManagedObjectReference {
 	if ix == nil {
 		return nil
 	}
-	var out []types.ManagedObjectReference
-	for _, o := range ix.Objects() {
-		out = append(out, o.Ref)
-	}
-	for _, vm := range ix.VMs() {
-		out = append(out, vm.Ref)
-	}
-	return out
+	return ix.Refs()
 }
 
 // Chain returns the objects searched for a VM's tags, nearest first:
