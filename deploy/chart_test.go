@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
 )
 
 const chart = "chart/vsphere-cloud-controller-manager"
@@ -90,11 +89,7 @@ func TestChart(t *testing.T) {
 			}
 		case *corev1.Secret:
 			sawSecret = true
-			data := map[string][]byte{}
-			for k, v := range o.StringData {
-				data[k] = []byte(v)
-			}
-			set, warnings, err := credentials.ParseData(data)
+			set, warnings, err := parseSecret(o)
 			if err != nil || len(warnings) > 0 || len(set) != 2 || set["fd00:10::20"].Username != "ccm-b@vsphere.local" {
 				t.Errorf("chart Secret: %v, warnings %v, err %v", set, warnings, err)
 			}

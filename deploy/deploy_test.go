@@ -51,11 +51,7 @@ func TestManifests(t *testing.T) {
 			}
 		case *corev1.Secret:
 			sawSecret = true
-			data := map[string][]byte{}
-			for k, v := range o.StringData {
-				data[k] = []byte(v)
-			}
-			set, warnings, err := credentials.ParseData(data)
+			set, warnings, err := parseSecret(o)
 			if err != nil || len(warnings) > 0 || len(set) != 3 {
 				t.Errorf("example Secret: %d servers, warnings %v, err %v", len(set), warnings, err)
 			}
@@ -117,4 +113,13 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment) {
 			t.Errorf("args lack %s", want)
 		}
 	}
+}
+
+// parseSecret reads a manifest Secret's stringData as the CCM reads Secrets.
+func parseSecret(s *corev1.Secret) (credentials.Set, []string, error) {
+	data := map[string][]byte{}
+	for k, v := range s.StringData {
+		data[k] = []byte(v)
+	}
+	return credentials.ParseData(data)
 }

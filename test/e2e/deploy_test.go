@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,54 +69,51 @@ func (h *harness) helmManifests(ns string) []*unstructured.Unstructured {
 	return h.decode(rendered)
 }
 
-// dryRunApply sends every object as a server-side apply with dry run: the
-// API server validates, defaults and admits it, and stores nothing.
-func (h *harness) dryRunApply(objs []*unstructured.Unstructured) {
-	h.t.Helper()
+// resources returns the dynamic client of an object's resource, found
+// through the API server's discovery.
+func (h *harness) resources(t *testing.T) func(*unstructured.Unstructured) dynamic.ResourceInterface {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(h.cp.Config)
-	must(h.t, err)
-	disco, err := h.cp.Client()
-	must(h.t, err)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco.Discovery()))
-	for _, u := range objs {
+	must(t, err)
+	kube, err := h.cp.Client()
+	must(t, err)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	return func(u *unstructured.Unstructured) dynamic.ResourceInterface {
+		t.Helper()
 		gvk := u.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		must(h.t, err)
-		var rc dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		must(t, err)
 		if ns := u.GetNamespace(); ns != "" {
-			rc = dyn.Resource(m.Resource).Namespace(ns)
+			return dyn.Resource(m.Resource).Namespace(ns)
 		}
-		if _, err := rc.Apply(h.ctx, u.GetName(), u, metav1.ApplyOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "e2e", Force: true}); err != nil {
-			h.t.Errorf("server-side dry run of %s %s/%s: %v", gvk.Kind, u.GetNamespace(), u.GetName(), err)
+		return dyn.Resource(m.Resource)
+	}
+}
+
+// dryRunApply sends every object as a server-side apply with dry run: the
+// API server validates, defaults and admits it, and stores nothing.
+func (h *harness) dryRunApply(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	resource := h.resources(t)
+	for _, u := range objs {
+		if _, err := resource(u).Apply(h.ctx, u.GetName(), u, metav1.ApplyOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "e2e", Force: true}); err != nil {
+			t.Errorf("server-side dry run of %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 		}
 	}
 }
 
-// applyManifests creates the kustomize build of deploy/: every object
-// with a server-side dry run (the API server validates and admits it),
-// then for real those of the given kinds.
-func (h *harness) applyManifests(kinds ...string) {
-	h.t.Helper()
-	dyn, err := dynamic.NewForConfig(h.cp.Config)
-	must(h.t, err)
-	disco, err := h.cp.Client()
-	must(h.t, err)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco.Discovery()))
-	for _, u := range h.manifests() {
-		gvk := u.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		must(h.t, err)
-		ri := dyn.Resource(m.Resource)
-		var rc dynamic.ResourceInterface = ri
-		if ns := u.GetNamespace(); ns != "" {
-			rc = ri.Namespace(ns)
-		}
-		if _, err := rc.Create(h.ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-			h.t.Fatalf("server-side dry run of %s %s: %v", gvk.Kind, u.GetName(), err)
-		}
-		if slices.Contains(kinds, gvk.Kind) {
-			if _, err := rc.Create(h.ctx, u, metav1.CreateOptions{}); err != nil {
-				h.t.Fatalf("create %s %s: %v", gvk.Kind, u.GetName(), err)
+// applyManifests sends the kustomize build of deploy/ (what `kubectl apply
+// -k deploy/` sends) through a server-side dry run, then creates for real
+// the objects of the given kinds.
+func (h *harness) applyManifests(t *testing.T, kinds ...string) {
+	t.Helper()
+	objs := h.manifests()
+	h.dryRunApply(t, objs)
+	resource := h.resources(t)
+	for _, u := range objs {
+		if slices.Contains(kinds, u.GetKind()) {
+			if _, err := resource(u).Create(h.ctx, u, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
 			}
 		}
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -109,12 +110,12 @@ func setup(t *testing.T) *harness {
 	}
 	// The shipped manifests: all pass a server-side dry run; the
 	// ServiceAccount and RBAC are created, and the CCM runs with them only.
-	h.applyManifests("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+	h.applyManifests(t, "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 	h.ccmKubeconfig = h.serviceAccountKubeconfig()
 
 	// vc-a's credentials come from the Secret the shipped RBAC allows.
 	a := h.fleet.VCenter("vc-a")
-	h.setSecret(secretName, a.User, a.Password, true)
+	h.setSecret(t, secretName, a.User, a.Password, true)
 	text := h.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n",
 		map[string][]string{"vc-a": {"secretName: " + secretName, "secretNamespace: kube-system"}})
 	// Inline credentials of vc-a are removed: the Secret is the only source.
@@ -131,8 +132,8 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func (h *harness) setSecret(name, user, pass string, create bool) {
-	h.t.Helper()
+func (h *harness) setSecret(t *testing.T, name, user, pass string, create bool) {
+	t.Helper()
 	s := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name},
 		Data: map[string][]byte{"127.0.0.1.username": []byte(user), "127.0.0.1.password": []byte(pass)}}
 	var err error
@@ -141,7 +142,7 @@ func (h *harness) setSecret(name, user, pass string, create bool) {
 	} else {
 		_, err = h.kube.CoreV1().Secrets("kube-system").Update(h.ctx, s, metav1.UpdateOptions{})
 	}
-	must(h.t, err)
+	must(t, err)
 }
 
 // startCCM runs the binary as a process, as a Deployment would.
@@ -195,13 +196,13 @@ func tailString(s string, n int) string {
 }
 
 // register creates a Node the way kubelet --cloud-provider=external does.
-func (h *harness) register(vm vcsim.VM, swapped bool) {
-	h.t.Helper()
+func (h *harness) register(t *testing.T, vm vcsim.VM, swapped bool) {
+	t.Helper()
 	uuid := strings.ToUpper(vm.UUID)
 	if swapped {
 		uuid = strings.ToUpper(inventory.SwapUUID(vm.UUID))
 	}
-	must(h.t, controlplane.RegisterNode(h.ctx, h.kube, vm.Name, uuid))
+	must(t, controlplane.RegisterNode(h.ctx, h.kube, vm.Name, uuid))
 }
 
 func (h *harness) node(name string) (*v1.Node, error) {
@@ -215,21 +216,6 @@ func hasTaint(n *v1.Node, key string) bool {
 		}
 	}
 	return false
-}
-
-func (h *harness) eventually(what string, timeout time.Duration, cond func() error) {
-	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		if last = cond(); last == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // initialized checks everything the CCM sets on a node of vm.
@@ -268,10 +254,10 @@ func initialized(n *v1.Node, vm vcsim.VM) error {
 	return nil
 }
 
-func (h *harness) waitInitialized(vms ...vcsim.VM) {
-	h.t.Helper()
+func (h *harness) waitInitialized(t *testing.T, vms ...vcsim.VM) {
+	t.Helper()
 	for _, vm := range vms {
-		h.eventually("node "+vm.Name+" initialized", 60*time.Second, func() error {
+		poll.NoError(t, "node "+vm.Name+" initialized", 60*time.Second, func() error {
 			n, err := h.node(vm.Name)
 			if err != nil {
 				return err
@@ -306,18 +292,18 @@ func TestE2E(t *testing.T) {
 	var first []vcsim.VM
 	for i, v := range h.fleet.VCenters {
 		for j, vm := range v.VMs[:len(v.VMs)-1] {
-			h.register(vm, (i+j)%2 == 1)
+			h.register(t, vm, (i+j)%2 == 1)
 			first = append(first, vm)
 		}
 	}
 
 	t.Run("every node is initialized", func(t *testing.T) {
-		h.waitInitialized(first...)
+		h.waitInitialized(t, first...)
 	})
 
 	t.Run("a node without a VM gets a VMNotFound event, never a guess", func(t *testing.T) {
 		must(t, controlplane.RegisterNode(h.ctx, h.kube, "ghost-node", "4299FFFF-0000-4000-8000-000000000000"))
-		h.eventually("VMNotFound event", 30*time.Second, func() error {
+		poll.NoError(t, "VMNotFound event", 30*time.Second, func() error {
 			evs, err := h.kube.CoreV1().Events("").List(h.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=ghost-node"})
 			if err != nil {
 				return err
@@ -330,7 +316,7 @@ func TestE2E(t *testing.T) {
 			return fmt.Errorf("%d events, none VMNotFound", len(evs.Items))
 		})
 		// Every vCenter answered and none has it: the lifecycle controller may delete it.
-		h.eventually("ghost node deleted", 30*time.Second, func() error {
+		poll.NoError(t, "ghost node deleted", 30*time.Second, func() error {
 			if _, err := h.node("ghost-node"); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)
 			}
@@ -344,7 +330,7 @@ func TestE2E(t *testing.T) {
 		task, err := obj.PowerOff(h.ctx)
 		must(t, err)
 		must(t, task.Wait(h.ctx))
-		h.eventually("shutdown taint", 30*time.Second, func() error {
+		poll.NoError(t, "shutdown taint", 30*time.Second, func() error {
 			n, err := h.node(vm.Name)
 			if err != nil || !hasTaint(n, shutdownTaint) {
 				return fmt.Errorf("no shutdown taint (%v)", err)
@@ -360,7 +346,7 @@ func TestE2E(t *testing.T) {
 		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}
 		_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, n, metav1.UpdateOptions{})
 		must(t, err)
-		h.eventually("shutdown taint removed", 30*time.Second, func() error {
+		poll.NoError(t, "shutdown taint removed", 30*time.Second, func() error {
 			n, err := h.node(vm.Name)
 			if err != nil || hasTaint(n, shutdownTaint) {
 				return fmt.Errorf("still tainted (%v)", err)
@@ -378,7 +364,7 @@ func TestE2E(t *testing.T) {
 		task, err = obj.Destroy(h.ctx)
 		must(t, err)
 		must(t, task.Wait(h.ctx))
-		h.eventually("node deleted", 30*time.Second, func() error {
+		poll.NoError(t, "node deleted", 30*time.Second, func() error {
 			if _, err := h.node(vm.Name); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("node still there (%v)", err)
 			}
@@ -390,10 +376,10 @@ func TestE2E(t *testing.T) {
 		must(t, a.SetMode(vcsim.Down))
 		// Several lifecycle passes (every 2s) with vc-a unreachable.
 		newB := b.VMs[len(b.VMs)-1]
-		h.register(newB, false)
-		h.waitInitialized(newB) // other vCenters keep working
+		h.register(t, newB, false)
+		h.waitInitialized(t, newB) // other vCenters keep working
 		newA := a.VMs[len(a.VMs)-1]
-		h.register(newA, false)
+		h.register(t, newA, false)
 		time.Sleep(12 * time.Second)
 		for _, vm := range a.VMs {
 			n, err := h.node(vm.Name)
@@ -405,11 +391,11 @@ func TestE2E(t *testing.T) {
 			}
 		}
 		must(t, a.SetMode(vcsim.Up))
-		h.waitInitialized(newA)
+		h.waitInitialized(t, newA)
 	})
 
 	t.Run("credentials rotated in the Secret and the vCenter, no restart", func(t *testing.T) {
-		h.setSecret(secretName, a.User, "rotated-password", false)
+		h.setSecret(t, secretName, a.User, "rotated-password", false)
 		time.Sleep(time.Second) // the informer delivers the update
 		a.SetPassword("rotated-password")
 		n, err := a.TerminateSessions(h.ctx)
@@ -418,10 +404,10 @@ func TestE2E(t *testing.T) {
 			t.Fatal("no session of the CCM on vc-a to terminate")
 		}
 		vm := c.VMs[len(c.VMs)-1] // unregistered so far
-		h.register(vm, true)
-		h.waitInitialized(vm)
+		h.register(t, vm, true)
+		h.waitInitialized(t, vm)
 		// vc-a is still served: a status pass refreshes its nodes without errors.
-		h.eventually("vc-a logged in again", 30*time.Second, func() error {
+		poll.NoError(t, "vc-a logged in again", 30*time.Second, func() error {
 			if got, _ := a.CountSessions(h.ctx); got == 0 {
 				return fmt.Errorf("no session on vc-a")
 			}
@@ -436,14 +422,14 @@ func TestE2E(t *testing.T) {
 		a.SetPassword("third-password")
 		_, err = a.TerminateSessions(h.ctx)
 		must(t, err)
-		h.eventually("the stale password rejected", 30*time.Second, func() error {
+		poll.NoError(t, "the stale password rejected", 30*time.Second, func() error {
 			if len(a.FailedLogins()) == 0 {
 				return fmt.Errorf("no login attempt yet")
 			}
 			return nil
 		})
-		h.setSecret(secretName, a.User, "third-password", false)
-		h.eventually("vc-a logged in with the new Secret", 30*time.Second, func() error {
+		h.setSecret(t, secretName, a.User, "third-password", false)
+		poll.NoError(t, "vc-a logged in with the new Secret", 30*time.Second, func() error {
 			if got, _ := a.CountSessions(h.ctx); got == 0 {
 				return fmt.Errorf("no session on vc-a")
 			}
@@ -461,8 +447,8 @@ func TestE2E(t *testing.T) {
 		must(t, err)
 		// Delete and re-register: initialization needs vc-b right after its session died.
 		must(t, h.kube.CoreV1().Nodes().Delete(h.ctx, n.Name, metav1.DeleteOptions{}))
-		h.register(b.VMs[1], false)
-		h.waitInitialized(b.VMs[1])
+		h.register(t, b.VMs[1], false)
+		h.waitInitialized(t, b.VMs[1])
 	})
 
 	t.Run("the Helm chart renders manifests the API server accepts", func(t *testing.T) {
@@ -470,7 +456,7 @@ func TestE2E(t *testing.T) {
 		if len(objs) < 10 {
 			t.Fatalf("the chart rendered %d objects", len(objs))
 		}
-		h.dryRunApply(objs)
+		h.dryRunApply(t, objs)
 	})
 
 	t.Run("topology explain reads the Secret through a kubeconfig and explains one node", func(t *testing.T) {
