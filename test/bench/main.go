@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -209,7 +210,10 @@ func measure(ctx context.Context, cp *controlplane.ControlPlane, kube kubernetes
 	if err := registerAll(ctx, kube, vms); err != nil {
 		return r, err
 	}
-	if err := waitInitialized(ctx, kube, len(vms)); err != nil {
+	initialized := func(n *v1.Node) bool {
+		return n.Spec.ProviderID != "" && n.Labels["topology.kubernetes.io/zone"] != ""
+	}
+	if err := controlplane.WaitForNodes(ctx, kube, len(vms), 15*time.Minute, initialized); err != nil {
 		return r, err
 	}
 	r.initTime = time.Since(start)
@@ -258,33 +262,6 @@ func registerAll(ctx context.Context, kube kubernetes.Interface, vms []vcsim.VM)
 	wg.Wait()
 	close(errs)
 	return <-errs
-}
-
-func waitInitialized(ctx context.Context, kube kubernetes.Interface, want int) error {
-	deadline := time.Now().Add(15 * time.Minute)
-	for {
-		list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return err
-		}
-		done := 0
-		for _, n := range list.Items {
-			if n.Spec.ProviderID != "" && n.Labels["topology.kubernetes.io/zone"] != "" {
-				done++
-			}
-		}
-		if done == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d nodes initialized after 15 minutes", done, want)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 func deleteNodes(ctx context.Context, kube kubernetes.Interface) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,4 +60,32 @@ func (cp *ControlPlane) CCMArgs(cloudConfig string) ([]string, error) {
 		"--use-service-account-credentials=false",
 		"--v=2",
 	}, nil
+}
+
+// WaitForNodes waits until want Nodes satisfy ok, or timeout passes.
+func WaitForNodes(ctx context.Context, kube kubernetes.Interface, want int, timeout time.Duration, ok func(*v1.Node) bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return err
+		}
+		done := 0
+		for i := range list.Items {
+			if ok(&list.Items[i]) {
+				done++
+			}
+		}
+		if done == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d nodes initialized after %v", done, want, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -131,7 +130,8 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 			return err
 		}
 	}
-	if err := waitInitialized(ctx, kube, len(vms)); err != nil {
+	initialized := func(n *v1.Node) bool { return n.Spec.ProviderID != "" && !tainted(n) }
+	if err := controlplane.WaitForNodes(ctx, kube, len(vms), 2*time.Minute, initialized); err != nil {
 		return fmt.Errorf("%w; see %s", err, filepath.Join(work, "ccm.log"))
 	}
 	if err := printNodes(ctx, kube, out); err != nil {
@@ -150,33 +150,6 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 	step(out, "running; try: KUBECONFIG=%s kubectl get nodes -L topology.kubernetes.io/zone  (Ctrl-C to stop and clean up)", cp.Kubeconfig)
 	<-ctx.Done()
 	return nil
-}
-
-func waitInitialized(ctx context.Context, kube kubernetes.Interface, want int) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		done := 0
-		for _, n := range list.Items {
-			if n.Spec.ProviderID != "" && !tainted(&n) {
-				done++
-			}
-		}
-		if done == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("nodes not initialized within 2 minutes")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 func tainted(n *v1.Node) bool {
