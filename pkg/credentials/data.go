@@ -9,19 +9,8 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
-// Credentials is a username and password for one vCenter.
-type Credentials struct {
-	Username string
-	Password secret.Value
-}
-
-// Equal reports whether both fields match.
-func (c Credentials) Equal(o Credentials) bool {
-	return c.Username == o.Username && c.Password.Equal(o.Password)
-}
-
 // Set is the credentials found in one Secret or directory, by server.
-type Set map[string]Credentials
+type Set map[string]secret.Credentials
 
 // ParseData reads Secret-style data. It returns every complete entry, a
 // warning per ignored key, and an error (errors.Join of one per problem)
@@ -110,7 +99,7 @@ func ParseData(data map[string][]byte) (Set, []string, error) {
 		case *p.pass == "":
 			errs = append(errs, fmt.Errorf("key %q: empty password", p.passKey))
 		default:
-			out[server] = Credentials{Username: *p.user, Password: secret.New(*p.pass)}
+			out[server] = secret.Credentials{Username: *p.user, Password: secret.New(*p.pass)}
 		}
 	}
 	sort.Strings(warnings)

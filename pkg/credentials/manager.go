@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
 // ErrNoCredentials means no configured source has credentials for a vCenter.
@@ -162,7 +163,7 @@ func (m *Manager) readDirectory(log klog.Logger, dir string) {
 		merged = Set{}
 	}
 	maps.Copy(merged, set)
-	if !maps.EqualFunc(merged, m.dir, Credentials.Equal) {
+	if !maps.EqualFunc(merged, m.dir, secret.Credentials.Equal) {
 		m.dir = merged
 		m.notifyLocked()
 	}
@@ -196,7 +197,7 @@ func (m *Manager) Changed() <-chan struct{} {
 // Get returns the credentials for vc from the first source, in precedence
 // order, that has them, and names that source. The error wraps
 // ErrNoCredentials and lists each source consulted.
-func (m *Manager) Get(vc config.VCenter) (Credentials, string, error) {
+func (m *Manager) Get(vc config.VCenter) (secret.Credentials, string, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	var tried []string
@@ -217,7 +218,7 @@ func (m *Manager) Get(vc config.VCenter) (Credentials, string, error) {
 		tried = append(tried, fmt.Sprintf("secrets directory %s has no %s.username/%s.password", c.SecretsDirectory, vc.Server, vc.Server))
 	}
 	if c.HasInline() {
-		return Credentials{Username: c.User, Password: c.Password}, "inline config", nil
+		return secret.Credentials{Username: c.User, Password: c.Password}, "inline config", nil
 	}
-	return Credentials{}, "", fmt.Errorf("vcenter %q: %w: %v", vc.Name, ErrNoCredentials, tried)
+	return secret.Credentials{}, "", fmt.Errorf("vcenter %q: %w: %v", vc.Name, ErrNoCredentials, tried)
 }

@@ -32,6 +32,9 @@ func BenchmarkConnect(b *testing.B) {
 			b.Fatal(err)
 		}
 		p.Start(ctx)
+		if err := p.WaitFirstAttempt(ctx); err != nil {
+			b.Fatal(err)
+		}
 		b.StopTimer()
 		for _, c := range p.Clients() {
 			if c.Health().State != vcenter.Connected {

@@ -14,47 +14,38 @@ import (
 // Pool holds one Client per configured vCenter.
 type Pool struct {
 	clients []*Client // in config order (sorted by name)
-	cfg     config.Global
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// NewPool builds a client for every vCenter of cfg. It does no network I/O;
-// errors are configuration problems (for example an unreadable caFile).
+// NewPool builds a client for every vCenter of cfg. It does no I/O and
+// fails only without a credential source: a vCenter whose own settings
+// cannot be used (an unreadable caFile, say) is down, reported in its
+// Health and retried, and never stops the others.
 func NewPool(cfg *config.Config, opts Options) (*Pool, error) {
 	if opts.Credentials == nil {
 		return nil, errors.New("vcenter: Options.Credentials is required")
 	}
-	opts.defaults()
-	p := &Pool{cfg: cfg.Global}
-	var errs []error
+	opts.defaults(cfg.Global)
+	p := &Pool{}
 	for _, vc := range cfg.VCenters {
-		c, err := newClient(vc, cfg.Global, opts)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		p.clients = append(p.clients, c)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		p.clients = append(p.clients, newClient(vc, cfg.Global, opts))
 	}
 	return p, nil
 }
 
-// Start connects to every vCenter in parallel and returns when each has
-// made its first attempt or the connect timeout has passed, whichever is
-// first. vCenters that are down do not fail Start: they are retried in the
-// background with back-off until ctx ends or Close is called.
+// Start starts one background loop per vCenter and returns at once: each
+// vCenter connects, degrades and recovers on its own. Calls to a vCenter
+// that is not connected yet fail at once with ErrUnavailable.
 func (p *Pool) Start(ctx context.Context) {
 	log := klog.FromContext(ctx).WithName("vcenter")
 	ctx, p.cancel = context.WithCancel(ctx)
 	for _, c := range p.clients {
-		c.log = log
+		c.log = log.WithValues("vcenter", c.vc.Name)
 		if c.vc.InsecureFlag {
-			log.Info("WARNING: TLS certificate verification is disabled for this vCenter by insecureFlag; anyone on the network path can impersonate it and read its credentials. Set caFile or thumbprint instead.",
-				"vcenter", c.vc.Name, "address", c.vc.Address())
+			c.log.Info("WARNING: TLS certificate verification is disabled for this vCenter by insecureFlag; anyone on the network path can impersonate it and read its credentials. Set caFile or thumbprint instead.",
+				"address", c.vc.Address())
 		}
 		p.wg.Add(1)
 		go func() {
@@ -62,23 +53,18 @@ func (p *Pool) Start(ctx context.Context) {
 			c.run(ctx)
 		}()
 	}
-	timer := p.clients[0].opts.Clock.NewTimer(p.cfg.ConnectTimeout)
-	defer timer.Stop()
+}
+
+// WaitFirstAttempt waits until every client has made its first attempt to
+// connect, or ctx ends. One-shot commands use it; the controller manager
+// does not wait.
+func (p *Pool) WaitFirstAttempt(ctx context.Context) error {
 	for _, c := range p.clients {
-		select {
-		case <-c.first:
-		case <-timer.C():
-		case <-ctx.Done():
+		if err := c.WaitFirstAttempt(ctx); err != nil {
+			return err
 		}
 	}
-	for _, c := range p.clients {
-		h := c.Health()
-		if h.State == Connected {
-			log.V(1).Info("vCenter connected", "vcenter", c.vc.Name)
-		} else {
-			log.Info("vCenter not connected at start; retrying in the background", "vcenter", c.vc.Name, "err", h.LastError)
-		}
-	}
+	return nil
 }
 
 // Clients returns every client, sorted by vCenter name.
@@ -94,7 +80,8 @@ func (p *Pool) Client(name string) (*Client, error) {
 	return nil, fmt.Errorf("vcenter %q is not configured", name)
 }
 
-// Close stops the background work and logs every session out, in parallel.
+// Close stops the background loops, waits for them, and logs every
+// session out, in parallel.
 func (p *Pool) Close() {
 	if p.cancel != nil {
 		p.cancel()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
@@ -87,11 +88,11 @@ func parseConfig(t testing.TB, f *vcsim.Fleet, global []string, per map[string]v
 // inline is a CredentialSource with the inline config credentials only.
 type inline struct{ ch chan struct{} }
 
-func (inline) Get(vc config.VCenter) (credentials.Credentials, string, error) {
+func (inline) Get(vc config.VCenter) (secret.Credentials, string, error) {
 	if !vc.Credentials.HasInline() {
-		return credentials.Credentials{}, "", credentials.ErrNoCredentials
+		return secret.Credentials{}, "", credentials.ErrNoCredentials
 	}
-	return credentials.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}, "inline config", nil
+	return secret.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}, "inline config", nil
 }
 func (s inline) Changed() <-chan struct{} { return s.ch }
 
@@ -106,6 +107,9 @@ func startPool(t testing.TB, ctx context.Context, cfg *config.Config, opts vcent
 	}
 	p.Start(ctx)
 	t.Cleanup(p.Close)
+	if err := p.WaitFirstAttempt(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
@@ -534,6 +538,9 @@ func TestCloseLogsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Start(ctx)
+	if err := p.WaitFirstAttempt(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range f.VCenters {
 		if n, _ := sessionsOf(ctx, t, v); n != 1 {
 			t.Fatalf("%s: %d sessions before Close, want 1", v.Name, n)

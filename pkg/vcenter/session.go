@@ -1,0 +1,260 @@
+package vcenter
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
+)
+
+// sessionCreds is what a session was logged in with: a change of user or
+// source means the old credentials were withdrawn, so the session is
+// replaced at once; a changed password alone (rotation) keeps it.
+type sessionCreds struct {
+	creds  secret.Credentials
+	source string
+}
+
+type rejection struct {
+	creds secret.Credentials
+	at    time.Time
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// relogin makes sure a session newer than gen exists. Concurrent callers
+// share one login; each waits only as long as its own ctx allows.
+func (c *Client) relogin(ctx context.Context, gen uint64) error {
+	c.mu.Lock()
+	if c.sess != nil && c.gen != gen {
+		c.mu.Unlock()
+		return nil // someone else already logged in again
+	}
+	f := c.flight
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		c.flight = f
+		// The login outlives a caller that gives up, so that the others
+		// (and the next call) get its result; it is bounded by ConnectTimeout.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.global.ConnectTimeout)
+		go func() {
+			defer cancel()
+			err := c.login(lctx)
+			c.mu.Lock()
+			c.flight = nil
+			f.err = err
+			c.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// credentials returns the current credentials; without any, the vCenter
+// is down (and its session, if any, is dropped: see revoke).
+func (c *Client) credentials() (secret.Credentials, string, error) {
+	creds, source, err := c.opts.Credentials.Get(c.vc)
+	if err != nil {
+		c.fail(err)
+		return creds, source, c.Unavailable()
+	}
+	c.mu.Lock()
+	c.health.CredentialSource = source
+	c.mu.Unlock()
+	return creds, source, nil
+}
+
+// login opens a new session, unless the current credentials were rejected
+// less than the login back-off ago.
+func (c *Client) login(ctx context.Context) error {
+	now := c.opts.Clock.Now()
+	creds, source, err := c.credentials()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	rej := c.rejected
+	c.mu.Unlock()
+	if rej != nil && rej.creds.Equal(creds) && now.Before(rej.at.Add(c.global.LoginBackoff)) {
+		return &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Username, Source: source,
+			At: rej.at, RetryAt: rej.at.Add(c.global.LoginBackoff), Deferred: true}
+	}
+
+	s, err := c.connect(ctx, creds)
+	if err != nil {
+		if isInvalidLogin(err) {
+			at := c.opts.Clock.Now()
+			rerr := &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Username, Source: source,
+				At: at, RetryAt: at.Add(c.global.LoginBackoff)}
+			c.mu.Lock()
+			c.rejected = &rejection{creds: creds, at: at}
+			c.health.NextLogin = rerr.RetryAt
+			c.setStateLocked(Down, rerr)
+			c.mu.Unlock()
+			c.log.Error(rerr, "Login rejected")
+			return rerr
+		}
+		c.fail(err)
+		return c.Unavailable()
+	}
+	c.mu.Lock()
+	old := c.sess
+	c.sess = s
+	c.sessCreds = sessionCreds{creds: creds, source: source}
+	c.gen++
+	c.loginCount++
+	c.rejected = nil
+	c.setStateLocked(Connected, nil)
+	c.mu.Unlock()
+	c.log.Info("Logged in to vCenter", "address", c.vc.Address(), "user", creds.Username, "credentialSource", source)
+	if old != nil {
+		go c.logout(old) // the old session may still be valid on the server (for example only REST expired)
+	}
+	return nil
+}
+
+// newTransport returns an HTTP transport that verifies the vCenter as
+// configured. The TLS settings are built at every use, so that a fixed
+// caFile is picked up by the next attempt without a restart.
+func (c *Client) newTransport(base *http.Transport) (*http.Transport, error) {
+	tc, err := newTLSConfig(c.vc)
+	if err != nil {
+		return nil, err
+	}
+	base.TLSClientConfig = tc
+	base.DialTLSContext = dialer{tls: tc, timeout: c.global.ConnectTimeout}.DialTLSContext
+	base.ResponseHeaderTimeout = c.global.RequestTimeout
+	return base, nil
+}
+
+// connect builds fresh SOAP and REST clients and logs both in.
+func (c *Client) connect(ctx context.Context, creds secret.Credentials) (*Session, error) {
+	u := &url.URL{Scheme: "https", Host: c.vc.Address(), Path: "/sdk"}
+	sc := soap.NewClient(u, c.vc.InsecureFlag)
+	t, err := c.newTransport(sc.DefaultTransport())
+	if err != nil {
+		return nil, err
+	}
+	sc.UserAgent = c.opts.UserAgent
+	if c.opts.WrapTransport != nil {
+		sc.Client.Transport = c.opts.WrapTransport(c.vc.Name, t)
+	}
+	vim, err := vim25.NewClient(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	vim.RoundTripper = observedSOAP{next: vim25.Retry(sc, vim25.RetryTemporaryNetworkError, c.vc.SOAPRoundtripCount),
+		vcenter: c.vc.Name, obs: c.opts.Observer}
+	user := url.UserPassword(creds.Username, creds.Password.Reveal())
+	err = session.NewManager(vim).Login(ctx, user)
+	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
+	if err != nil {
+		return nil, err
+	}
+	rc := rest.NewClient(vim)
+	var rt http.RoundTripper = rc.DefaultTransport()
+	if c.opts.WrapTransport != nil {
+		rt = c.opts.WrapTransport(c.vc.Name, rt)
+	}
+	rc.Client.Client.Transport = observedHTTP{next: rt, vcenter: c.vc.Name, obs: c.opts.Observer}
+	err = rc.Login(ctx, user)
+	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
+	if err != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = session.NewManager(vim).Logout(lctx)
+		cancel()
+		return nil, err
+	}
+	return &Session{VIM: vim, REST: rc}, nil
+}
+
+// loginOutcome marks a refused login with ErrLoginRejected for observers.
+func loginOutcome(err error) error {
+	if err != nil && isInvalidLogin(err) {
+		return ErrLoginRejected
+	}
+	return err
+}
+
+func (c *Client) logout(s *Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.REST.Logout(ctx)
+	_ = session.NewManager(s.VIM).Logout(ctx)
+}
+
+// close waits for a login in flight (bounded), then logs the session out.
+func (c *Client) close() {
+	c.mu.Lock()
+	f := c.flight
+	c.mu.Unlock()
+	if f != nil {
+		select {
+		case <-f.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	c.mu.Lock()
+	s := c.sess
+	c.sess = nil
+	c.setStateLocked(Down, errors.New("client closed"))
+	c.mu.Unlock()
+	if s != nil {
+		c.logout(s)
+	}
+}
+
+func isNotAuthenticated(err error) bool {
+	return fault.Is(err, &types.NotAuthenticated{}) || isRESTStatus(err, http.StatusUnauthorized)
+}
+
+func isInvalidLogin(err error) bool {
+	return fault.Is(err, &types.InvalidLogin{}) || isRESTStatus(err, http.StatusUnauthorized)
+}
+
+func isRESTStatus(err error, code int) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if rest.IsStatusError(e, code) {
+			return true
+		}
+	}
+	return false
+}
+
+// isTransport reports whether err means the vCenter was not reached or did
+// not answer (as opposed to answering with a fault).
+func isTransport(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return true
+	}
+	var ce *CertificateError
+	return errors.As(err, &ce)
+}
