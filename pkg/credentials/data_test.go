@@ -10,7 +10,9 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
-func creds(u, p string) secret.Credentials { return secret.Credentials{Username: u, Password: secret.New(p)} }
+func creds(u, p string) secret.Credentials {
+	return secret.Credentials{Username: u, Password: secret.New(p)}
+}
 
 func TestParseData(t *testing.T) {
 	tests := []struct {
