@@ -21,6 +21,7 @@ type Client interface {
 	Name() string
 	Config() config.VCenter
 	Health() vcenter.Health
+	HealthChanged() <-chan struct{}
 	Do(ctx context.Context, fn func(context.Context, *vcenter.Session) error) error
 }
 
@@ -29,11 +30,13 @@ type Index struct {
 	client Client
 	log    klog.Logger
 
-	mu       sync.RWMutex
-	data     *data
-	synced   bool
-	syncErr  error
-	syncedAt time.Time
+	mu        sync.RWMutex
+	data      *data
+	synced    bool          // a full read has completed once
+	resyncing bool          // a full read is under way after a new session or a lost collector
+	syncErr   error         // the last update round failed
+	syncedAt  time.Time     // last successful update round
+	syncedCh  chan struct{} // closed at the next completed full read, then replaced
 }
 
 type ref = types.ManagedObjectReference
@@ -55,18 +58,19 @@ func newData() *data {
 
 // NewIndex returns an empty index for one vCenter; Run fills it.
 func NewIndex(c Client) *Index {
-	return &Index{client: c, data: newData(), log: klog.Background()}
+	return &Index{client: c, data: newData(), log: klog.Background(), syncedCh: make(chan struct{})}
 }
 
 // VCenter is the name of the vCenter.
 func (ix *Index) VCenter() string { return ix.client.Name() }
 
 // Status says whether the index can be trusted to say "absent": it has
-// completed a full sync, the last update round succeeded, and the vCenter
-// is not down. The error explains why not.
+// completed a full read, is not re-reading after a new session, the last
+// update round succeeded, and the vCenter is not down. The error explains
+// why not.
 func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 	ix.mu.RLock()
-	synced, serr, at := ix.synced, ix.syncErr, ix.syncedAt
+	synced, resyncing, serr, at := ix.synced, ix.resyncing, ix.syncErr, ix.syncedAt
 	ix.mu.RUnlock()
 	h := ix.client.Health()
 	switch {
@@ -77,8 +81,27 @@ func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 		return false, at, fmt.Errorf("vCenter %q: inventory not current: %w", ix.VCenter(), serr)
 	case !synced:
 		return false, at, fmt.Errorf("vCenter %q: inventory not synced yet", ix.VCenter())
+	case resyncing:
+		return false, at, fmt.Errorf("vCenter %q: inventory being read again after a new session; absence cannot be proven until it completes", ix.VCenter())
 	}
 	return true, at, nil
+}
+
+// answers reports whether a VM found in the index may be returned: the
+// index has been read once and the vCenter is not down. (Absence needs
+// more: see Status.)
+func (ix *Index) answers() bool {
+	ix.mu.RLock()
+	synced := ix.synced
+	ix.mu.RUnlock()
+	return synced && ix.client.Health().State != vcenter.Down
+}
+
+// Synced returns a channel closed when the next full read completes.
+func (ix *Index) Synced() <-chan struct{} {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.syncedCh
 }
 
 // Len is the number of VMs known.

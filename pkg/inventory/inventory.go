@@ -59,28 +59,33 @@ func (inv *Inventory) Run(ctx context.Context) {
 // their server-side state.
 func (inv *Inventory) Wait() { inv.wg.Wait() }
 
-// WaitForSync waits until every index has completed a full sync, or ctx
-// ends; it reports the vCenters still not synced.
+// WaitForSync waits until every index has completed a full read, or ctx
+// ends; it reports the vCenters still not synced. The controller manager
+// never waits: lookups wait for nothing (see find); tools and tests do.
 func (inv *Inventory) WaitForSync(ctx context.Context) error {
-	for {
-		var pending []string
-		for _, ix := range inv.indexes {
+	var pending []string
+	for _, ix := range inv.indexes {
+		for {
+			ch := ix.Synced()
 			ix.mu.RLock()
 			ok := ix.synced
 			ix.mu.RUnlock()
-			if !ok {
-				pending = append(pending, ix.VCenter())
+			if ok {
+				break
 			}
-		}
-		if len(pending) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("inventory of %s not synced: %w", strings.Join(pending, ", "), ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+			}
+			pending = append(pending, ix.VCenter())
+			break
 		}
 	}
+	if len(pending) > 0 {
+		return fmt.Errorf("inventory of %s not synced: %w", strings.Join(pending, ", "), ctx.Err())
+	}
+	return nil
 }
 
 // Indexes returns the per-vCenter indexes, in config order.
@@ -140,11 +145,12 @@ func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Inde
 	for _, ix := range inv.indexes {
 		vms := fromIndex(ix)
 		found = append(found, vms...)
-		if ok, _, err := ix.Status(); !ok {
+		ok, _, err := ix.Status()
+		if !ok {
 			incomplete = append(incomplete, err)
-			if len(vms) > 0 && stale == nil {
-				stale = fmt.Errorf("%s is in vCenter %q, which cannot be asked now: %w", vms[0].Location(), ix.VCenter(), err)
-			}
+		}
+		if len(vms) > 0 && stale == nil && !ix.answers() {
+			stale = fmt.Errorf("%s is in vCenter %q, which cannot be asked now: %w", vms[0].Location(), ix.VCenter(), err)
 		}
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/vmware/govmomi/find"
@@ -12,6 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
@@ -27,10 +29,16 @@ type collector struct {
 	staging *data // set during a full sync until it is complete
 }
 
-// Run keeps the index current until ctx ends: a full sync, then
-// incremental updates (long polls of at most maxWait). Failures are
-// recorded (Status) and retried with back-off; after a failure the next
-// round starts over with a full sync, so objects deleted meanwhile vanish.
+// Run keeps the index current until ctx ends: a full read (in pages of
+// at most maxObjectUpdates objects, each page its own request with its own
+// timeout), then incremental updates (long polls of at most maxWait).
+//
+// A failed round keeps the collector and its version, so the next round
+// continues where the last one stopped (a page, or the updates since the
+// last version); only a new session, or a fault about the collector
+// itself, starts a new full read, during which the index says it is not
+// complete. While the vCenter is down the loop waits for its health to
+// change instead of polling.
 func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 	ix.log = klog.FromContext(ctx).WithName("inventory").WithValues("vcenter", ix.VCenter())
 	var st *collector
@@ -39,32 +47,36 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 			st.close(ctx)
 		}
 	}()
-	backoff := time.Second
+	bo := retryBackoff()
 	for ctx.Err() == nil {
+		health := ix.client.HealthChanged()
 		err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-			if st == nil || st.session != s {
-				if st != nil && st.session == s {
-					_ = st.pc.Destroy(ctx)
-				}
+			if st != nil && st.session != s {
+				old := st
+				st = nil
+				go old.close(ctx) // best effort: the collector may be gone with its session
+			}
+			if st == nil {
 				var err error
 				if st, err = ix.newCollector(ctx, s); err != nil {
 					st = nil
 					return err
 				}
+				ix.beginFullRead()
 			}
 			return ix.waitOnce(ctx, st, maxWait)
 		})
 		if err == nil {
-			backoff = time.Second
+			bo = retryBackoff()
 			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		if st != nil {
+		if st != nil && !isTransient(err) {
 			old := st
 			st = nil
-			go old.close(ctx) // best effort: the collector may be gone with its session
+			go old.close(ctx)
 		}
 		ix.mu.Lock()
 		first := ix.syncErr == nil
@@ -73,13 +85,43 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 		if first {
 			ix.log.Error(err, "Inventory updates failed; lookups in this vCenter cannot say a VM is absent until they recover")
 		}
+		// A vCenter that is down: nothing to do until its health changes.
+		// One that answered with a fault: retry after a back-off too.
+		t := time.NewTimer(bo.Step())
+		if errors.Is(err, vcenter.ErrUnavailable) {
+			t.Stop()
+		}
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(backoff):
+		case <-health:
+		case <-t.C:
 		}
-		backoff = min(2*backoff, 30*time.Second)
+		t.Stop()
 	}
+}
+
+// retryBackoff paces retries of failed update rounds on a vCenter that is
+// up (a fault, not an outage): 1s doubling to 10s.
+func retryBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 10 * time.Second}
+}
+
+// isTransient reports whether a failed round may be retried on the same
+// collector: the request did not reach the vCenter or timed out. A fault
+// (for example about the collector or its version) starts over.
+func isTransient(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, vcenter.ErrUnavailable) || errors.As(err, &ne)
+}
+
+// beginFullRead marks the index as being read again: until the read
+// completes, its old data may still answer "present" but not "absent".
+func (ix *Index) beginFullRead() {
+	ix.mu.Lock()
+	ix.resyncing = ix.synced
+	ix.mu.Unlock()
 }
 
 // close ends a pending long poll on the server (the client side is
@@ -161,6 +203,10 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collect
 	return &collector{session: s, pc: pc}, nil
 }
 
+// maxObjectUpdates bounds one page of the full read (a vCenter may page
+// smaller: the simulator and vCenter's default is 100).
+const maxObjectUpdates = 1000
+
 // waitOnce makes one WaitForUpdatesEx call and applies what it returns.
 func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Duration) error {
 	secs := int32(maxWait / time.Second)
@@ -170,7 +216,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	res, err := methods.WaitForUpdatesEx(ctx, st.session.VIM, &types.WaitForUpdatesEx{
 		This: st.pc.Reference(), Version: st.version,
-		Options: &types.WaitOptions{MaxWaitSeconds: &secs},
+		Options: &types.WaitOptions{MaxWaitSeconds: &secs, MaxObjectUpdates: maxObjectUpdates},
 	})
 	if err != nil {
 		return err
@@ -194,9 +240,12 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		ix.mu.Lock()
 		ix.data = st.staging
 		ix.synced = true
+		ix.resyncing = false
 		ix.syncErr = nil
 		ix.syncedAt = time.Now()
 		n := len(ix.data.vms)
+		close(ix.syncedCh)
+		ix.syncedCh = make(chan struct{})
 		ix.mu.Unlock()
 		st.staging = nil
 		ix.log.V(1).Info("Inventory synced", "vms", n)

@@ -37,23 +37,39 @@ type tagInfo struct {
 }
 
 // Cache is the tag state of one vCenter.
+//
+// A full refresh (Refresh, from Run) is the only writer of a complete
+// attachment map; there is one at a time (concurrent callers share it).
+// Ensure reads what a lookup needs and is not there yet, and only fills
+// gaps: a partial read never replaces a complete one.
 type Cache struct {
 	client     Client
 	categories []string // names of the categories of interest
 
 	mu        sync.RWMutex
-	catIDs    map[string]string // category name -> ID (only those that exist)
-	tags      map[string]tagInfo
+	catalog   *catalog                                  // nil until read once
 	attached  map[types.ManagedObjectReference][]string // object -> tag IDs (of interest)
-	synced    bool
+	synced    bool                                      // a full refresh has completed
 	refreshed time.Time
 	err       error
+	flight    *flight // the full refresh under way
+}
+
+// catalog is the categories and tags of interest of one vCenter.
+type catalog struct {
+	catIDs map[string]string // category name -> ID (only those that exist)
+	tags   map[string]tagInfo
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
 }
 
 // NewCache returns an empty cache for the named categories.
 func NewCache(c Client, categories []string) *Cache {
 	return &Cache{client: c, categories: slices.Compact(slices.Sorted(slices.Values(categories))),
-		catIDs: map[string]string{}, tags: map[string]tagInfo{}, attached: map[types.ManagedObjectReference][]string{}}
+		attached: map[types.ManagedObjectReference][]string{}}
 }
 
 // Run refreshes the cache every interval until ctx ends. objects returns the
@@ -81,33 +97,80 @@ func (c *Cache) Status() (synced bool, refreshed time.Time, err error) {
 }
 
 // Refresh re-reads the categories and tags of interest and the
-// attachments of objs. On failure the previous state is kept.
+// attachments of objs, each batch of attachments in its own request (with
+// its own timeout). On failure the previous state is kept. A Refresh
+// already under way is joined instead of started again.
 func (c *Cache) Refresh(ctx context.Context, objs []types.ManagedObjectReference) error {
-	if len(c.categories) == 0 {
-		c.mu.Lock()
-		c.synced, c.refreshed, c.err = true, time.Now(), nil
+	c.mu.Lock()
+	if f := c.flight; f != nil {
 		c.mu.Unlock()
-		return nil
+		select {
+		case <-f.done:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	catIDs := map[string]string{}
-	tagMap := map[string]tagInfo{}
+	f := &flight{done: make(chan struct{})}
+	c.flight = f
+	c.mu.Unlock()
+
+	cat, attached, err := c.readAll(ctx, objs)
+	c.mu.Lock()
+	c.flight = nil
+	f.err = err
+	c.err = err
+	if err == nil {
+		c.catalog, c.attached = cat, attached
+		c.synced, c.refreshed = true, time.Now()
+	}
+	c.mu.Unlock()
+	close(f.done)
+	return err
+}
+
+func (c *Cache) readAll(ctx context.Context, objs []types.ManagedObjectReference) (*catalog, map[types.ManagedObjectReference][]string, error) {
 	attached := map[types.ManagedObjectReference][]string{}
+	if len(c.categories) == 0 {
+		return &catalog{catIDs: map[string]string{}, tags: map[string]tagInfo{}}, attached, nil
+	}
+	cat, err := c.readCatalog(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for start := 0; start < len(objs); start += batchSize {
+		batch := objs[start:min(start+batchSize, len(objs))]
+		err := c.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+			return readAttachments(ctx, tags.NewManager(s.REST), batch, cat.tags, attached)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return cat, attached, nil
+}
+
+// readCatalog reads the categories and tags of interest.
+func (c *Cache) readCatalog(ctx context.Context) (*catalog, error) {
+	cat := &catalog{catIDs: map[string]string{}, tags: map[string]tagInfo{}}
 	err := c.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+		clear(cat.catIDs)
+		clear(cat.tags)
 		m := tags.NewManager(s.REST)
 		ids, err := m.ListCategories(ctx)
 		if err != nil {
 			return fmt.Errorf("list tag categories: %w", err)
 		}
 		for _, id := range ids {
-			cat, err := m.GetCategory(ctx, id)
+			cc, err := m.GetCategory(ctx, id)
 			if err != nil {
 				return fmt.Errorf("read tag category %s: %w", id, err)
 			}
-			if slices.Contains(c.categories, cat.Name) {
-				catIDs[cat.Name] = cat.ID
+			if slices.Contains(c.categories, cc.Name) {
+				cat.catIDs[cc.Name] = cc.ID
 			}
 		}
-		for name, cid := range catIDs {
+		for name, cid := range cat.catIDs {
 			tids, err := m.ListTagsForCategory(ctx, cid)
 			if err != nil {
 				return fmt.Errorf("list tags of category %q: %w", name, err)
@@ -117,52 +180,48 @@ func (c *Cache) Refresh(ctx context.Context, objs []types.ManagedObjectReference
 				if err != nil {
 					return fmt.Errorf("read tag %s of category %q: %w", tid, name, err)
 				}
-				tagMap[t.ID] = tagInfo{name: t.Name, category: name}
+				cat.tags[t.ID] = tagInfo{name: t.Name, category: name}
 			}
 		}
-		return c.readAttachments(ctx, m, objs, tagMap, attached)
+		return nil
 	})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.err = err
-	if err != nil {
-		return err
-	}
-	c.catIDs, c.tags, c.attached = catIDs, tagMap, attached
-	c.synced, c.refreshed = true, time.Now()
-	return nil
+	return cat, err
 }
 
-// readAttachments fills attached for objs (every obj gets an entry, maybe
-// empty, so that "known, untagged" differs from "not read").
-func (c *Cache) readAttachments(ctx context.Context, m *tags.Manager, objs []types.ManagedObjectReference,
+// readAttachments fills attached for one batch (every obj gets an entry,
+// maybe empty, so that "known, untagged" differs from "not read").
+func readAttachments(ctx context.Context, m *tags.Manager, batch []types.ManagedObjectReference,
 	known map[string]tagInfo, attached map[types.ManagedObjectReference][]string) error {
-	for start := 0; start < len(objs); start += batchSize {
-		batch := objs[start:min(start+batchSize, len(objs))]
-		refs := make([]mo.Reference, len(batch))
-		for i := range batch {
-			refs[i] = batch[i]
-			attached[batch[i]] = nil
-		}
-		res, err := m.ListAttachedTagsOnObjects(ctx, refs)
-		if err != nil {
-			return fmt.Errorf("list attached tags of %d objects: %w", len(batch), err)
-		}
-		for _, a := range res {
-			r := a.ObjectID.Reference()
-			for _, id := range a.TagIDs {
-				if _, ok := known[id]; ok {
-					attached[r] = append(attached[r], id)
-				}
+	refs := make([]mo.Reference, len(batch))
+	for i := range batch {
+		refs[i] = batch[i]
+	}
+	res, err := m.ListAttachedTagsOnObjects(ctx, refs)
+	if err != nil {
+		return fmt.Errorf("list attached tags of %d objects: %w", len(batch), err)
+	}
+	for _, r := range batch {
+		attached[r] = nil
+	}
+	for _, a := range res {
+		r := a.ObjectID.Reference()
+		for _, id := range a.TagIDs {
+			if _, ok := known[id]; ok {
+				attached[r] = append(attached[r], id)
 			}
 		}
 	}
 	return nil
 }
 
-// Ensure reads the attachments of the objects the cache has not read yet
-// (for example a VM created since the last refresh): one request at most.
+// Ensure reads what a lookup of objs needs and the cache lacks: the
+// catalog if it was never read, and the attachments of objects not read
+// yet (for example a VM created since the last refresh). It only fills
+// gaps: entries written meanwhile by a full refresh are kept.
 func (c *Cache) Ensure(ctx context.Context, objs []types.ManagedObjectReference) error {
+	if len(c.categories) == 0 {
+		return nil
+	}
 	c.mu.RLock()
 	var missing []types.ManagedObjectReference
 	for _, o := range objs {
@@ -170,25 +229,39 @@ func (c *Cache) Ensure(ctx context.Context, objs []types.ManagedObjectReference)
 			missing = append(missing, o)
 		}
 	}
-	synced := c.synced
-	known := c.tags
+	cat := c.catalog
 	c.mu.RUnlock()
-	if len(missing) == 0 || len(c.categories) == 0 {
+	if len(missing) == 0 {
 		return nil
 	}
-	if !synced {
-		return c.Refresh(ctx, objs)
+	if cat == nil {
+		var err error
+		if cat, err = c.readCatalog(ctx); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.catalog == nil {
+			c.catalog = cat
+		} else {
+			cat = c.catalog
+		}
+		c.mu.Unlock()
 	}
 	attached := map[types.ManagedObjectReference][]string{}
-	err := c.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-		return c.readAttachments(ctx, tags.NewManager(s.REST), missing, known, attached)
-	})
-	if err != nil {
-		return err
+	for start := 0; start < len(missing); start += batchSize {
+		batch := missing[start:min(start+batchSize, len(missing))]
+		err := c.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+			return readAttachments(ctx, tags.NewManager(s.REST), batch, cat.tags, attached)
+		})
+		if err != nil {
+			return err
+		}
 	}
 	c.mu.Lock()
 	for r, ids := range attached {
-		c.attached[r] = ids
+		if _, ok := c.attached[r]; !ok {
+			c.attached[r] = ids
+		}
 	}
 	c.mu.Unlock()
 	return nil
@@ -200,8 +273,11 @@ func (c *Cache) tagsOn(r types.ManagedObjectReference, category string) (names [
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	ids, known := c.attached[r]
+	if c.catalog == nil {
+		return nil, false
+	}
 	for _, id := range ids {
-		if t, ok := c.tags[id]; ok && t.category == category && !slices.Contains(names, t.name) {
+		if t, ok := c.catalog.tags[id]; ok && t.category == category && !slices.Contains(names, t.name) {
 			names = append(names, t.name)
 		}
 	}
@@ -213,6 +289,9 @@ func (c *Cache) tagsOn(r types.ManagedObjectReference, category string) (names [
 func (c *Cache) hasCategory(name string) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	_, ok := c.catIDs[name]
+	if c.catalog == nil {
+		return false
+	}
+	_, ok := c.catalog.catIDs[name]
 	return ok
 }
