@@ -74,6 +74,13 @@ placements and unreachable vCenters. Exit status 0 when there is no problem,
 				return err
 			}
 			defer p.Close()
+			// A one-shot command waits for each vCenter's first attempt and
+			// for the caches (within --timeout); vCenters that are down are
+			// reported, not waited for.
+			if err := p.Pool().WaitFirstAttempt(ctx); err != nil {
+				return fmt.Errorf("vCenters not tried within --timeout: %w", err)
+			}
+			p.WaitForUsable(ctx)
 			var vms []inventory.VM
 			switch {
 			case nodeName != "":

@@ -334,6 +334,10 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 		ExcludeExternalSubnets: b.prefixes("nodes.excludeExternalNetworkSubnetCidr", raw.ExcludeExternalNetworkSubnetCIDR),
 		InternalVMNetworkName:  deref(raw.InternalVMNetworkName),
 		ExternalVMNetworkName:  deref(raw.ExternalVMNetworkName),
+		Deletion:               DeletionPolicy(deref(raw.Deletion)),
+	}
+	if raw.Deletion == nil {
+		n.Deletion = DeletionOnProof
 	}
 	for _, m := range deref(raw.LookupOrder) {
 		n.LookupOrder = append(n.LookupOrder, LookupMethod(m))

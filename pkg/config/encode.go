@@ -50,6 +50,7 @@ type yamlNodes struct {
 	InternalVMNetworkName            string         `json:"internalVmNetworkName,omitempty"`
 	ExternalVMNetworkName            string         `json:"externalVmNetworkName,omitempty"`
 	LookupOrder                      []LookupMethod `json:"lookupOrder"`
+	Deletion                         DeletionPolicy `json:"deletion"`
 }
 
 // Encode writes cfg as canonical YAML: every inherited value and default
@@ -75,6 +76,7 @@ func Encode(cfg *Config) (out []byte, notes []string, err error) {
 			InternalVMNetworkName:            cfg.Nodes.InternalVMNetworkName,
 			ExternalVMNetworkName:            cfg.Nodes.ExternalVMNetworkName,
 			LookupOrder:                      cfg.Nodes.LookupOrder,
+			Deletion:                         cfg.Nodes.Deletion,
 		},
 	}
 	if cfg.Labels.Zone != "" || cfg.Labels.Region != "" || len(cfg.Labels.Additional) > 0 {

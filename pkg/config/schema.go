@@ -92,4 +92,6 @@ type rawNodes struct {
 	ExcludeExternalNetworkSubnetCIDR *[]string `yaml:"excludeExternalNetworkSubnetCidr" ini:"exclude-external-network-subnet-cidr"`
 	// Extension: how a Node is matched to a VM when it has no providerID.
 	LookupOrder *[]string `yaml:"lookupOrder" ini:"lookup-order"`
+	// Extension: when a VM may be reported gone (onProof, never).
+	Deletion *string `yaml:"deletion" ini:"deletion"`
 }

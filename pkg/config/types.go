@@ -218,6 +218,20 @@ const (
 	LookupGuestHostname LookupMethod = "guestHostname"
 )
 
+// DeletionPolicy says when the CCM may report a Node's VM as gone (which
+// makes Kubernetes delete the Node).
+type DeletionPolicy string
+
+// The deletion policies.
+const (
+	// DeletionOnProof reports a VM gone only when its BIOS UUID (providerID or
+	// systemUUID) is absent from every vCenter in scope, each fully synced and
+	// connected. A miss by VM name or guest host name is never proof.
+	DeletionOnProof DeletionPolicy = "onProof"
+	// DeletionNever never reports a VM gone: Nodes are only deleted by people.
+	DeletionNever DeletionPolicy = "never"
+)
+
 // Nodes holds the rules that pick node addresses among the guest NICs, and
 // how Nodes are matched to VMs.
 type Nodes struct {
@@ -229,6 +243,8 @@ type Nodes struct {
 	ExternalVMNetworkName  string         `json:"externalVmNetworkName,omitempty"`
 	// LookupOrder is tried in order (default [uuid, vmName]).
 	LookupOrder []LookupMethod `json:"lookupOrder" validate:"min=1,unique,dive,oneof=uuid vmName guestHostname"`
+	// Deletion is when a VM may be reported gone (default onProof).
+	Deletion DeletionPolicy `json:"deletion" validate:"oneof=onProof never"`
 }
 
 func netJoinHostPort(host string, port int) string {

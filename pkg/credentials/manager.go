@@ -35,8 +35,10 @@ type Options struct {
 
 // Manager holds the current credentials of every source and keeps them
 // current: named Secrets are watched by informers scoped to exactly their
-// namespace and name, the secrets directory is re-read periodically. A
-// deleted Secret or an unreadable directory keeps the last known values.
+// namespace and name, the secrets directory is re-read periodically. What a
+// source holds now is the truth: a removed key, an incomplete entry or a
+// deleted Secret is forgotten at once (the next source in precedence
+// applies). Only a directory that cannot be read keeps its last values.
 type Manager struct {
 	cfg  *config.Config
 	opts Options
@@ -45,6 +47,7 @@ type Manager struct {
 	secrets map[config.SecretRef]Set // last known good entries per Secret
 	dir     Set
 	changed chan struct{} // closed on every change, then replaced
+	synced  []cache.InformerSynced
 }
 
 // New returns a Manager for cfg; call Start before Get.
@@ -73,27 +76,42 @@ func (m *Manager) refs() []config.SecretRef {
 	return out
 }
 
-// Start loads every source eagerly and keeps watching until ctx ends. It
-// returns once the Secrets are synced, or after SyncTimeout with an error
-// (the watches keep running and retrying in the background).
-func (m *Manager) Start(ctx context.Context) error {
+// Run starts watching every source until ctx ends and returns at once
+// (the secrets directory is read before it returns). A vCenter whose
+// Secret is not loaded yet has no credentials until it is; Changed fires
+// then. It fails only when Secrets are configured without a client.
+func (m *Manager) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithName("credentials")
 	refs := m.refs()
 	if len(refs) > 0 && m.opts.Client == nil {
 		return fmt.Errorf("credentials: the config names Secrets (%v) but no Kubernetes client was given", refs)
 	}
-	var synced []cache.InformerSynced
+	m.mu.Lock()
+	m.synced = nil
 	for _, ref := range refs {
-		synced = append(synced, m.watchSecret(ctx, log, ref))
+		m.synced = append(m.synced, m.watchSecret(ctx, log, ref))
 	}
+	m.mu.Unlock()
 	if dir := m.cfg.Global.SecretsDirectory; dir != "" {
 		m.readDirectory(log, dir)
 		go m.pollDirectory(ctx, log, dir)
 	}
+	return nil
+}
+
+// Start is Run, then a wait of at most SyncTimeout for the Secrets. The
+// watches keep running and retrying in the background after an error.
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.Run(ctx); err != nil {
+		return err
+	}
 	wctx, cancel := context.WithTimeout(ctx, m.opts.SyncTimeout)
 	defer cancel()
+	m.mu.RLock()
+	synced := m.synced
+	m.mu.RUnlock()
 	if !cache.WaitForCacheSync(wctx.Done(), synced...) {
-		return fmt.Errorf("credentials: Secrets %v not synced: %w", refs, wctx.Err())
+		return fmt.Errorf("credentials: Secrets %v not synced: %w", m.refs(), wctx.Err())
 	}
 	return nil
 }
@@ -114,16 +132,13 @@ func (m *Manager) watchSecret(ctx context.Context, log klog.Logger, ref config.S
 			log.Info("Warning: Secret key ignored", "detail", w)
 		}
 		if err != nil {
-			log.Error(err, "Secret has incomplete credentials; the last known values stay in use for those servers")
+			log.Error(err, "Secret has incomplete credentials; those servers get none from this Secret (the next source in precedence is used) until it is fixed")
 		}
 		m.mu.Lock()
-		merged := maps.Clone(m.secrets[ref])
-		if merged == nil {
-			merged = Set{}
+		if !maps.EqualFunc(set, m.secrets[ref], secret.Credentials.Equal) {
+			m.secrets[ref] = set // what the Secret holds now: a removed key is forgotten
+			m.notifyLocked()
 		}
-		maps.Copy(merged, set)
-		m.secrets[ref] = merged
-		m.notifyLocked()
 		m.mu.Unlock()
 		log.V(2).Info("Credentials loaded from Secret", "servers", len(set))
 	}
@@ -135,7 +150,11 @@ func (m *Manager) watchSecret(ctx context.Context, log klog.Logger, ref config.S
 				obj = tomb.Obj
 			}
 			if s, ok := obj.(*corev1.Secret); ok && s.Name == ref.Name && s.Namespace == ref.Namespace {
-				log.Info("Warning: Secret deleted; the last known credentials stay in use")
+				log.Info("Warning: Secret deleted; its credentials are forgotten (the next source in precedence is used)")
+				m.mu.Lock()
+				delete(m.secrets, ref)
+				m.notifyLocked()
+				m.mu.Unlock()
 			}
 		},
 	})
@@ -158,13 +177,8 @@ func (m *Manager) readDirectory(log klog.Logger, dir string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	merged := maps.Clone(m.dir)
-	if merged == nil {
-		merged = Set{}
-	}
-	maps.Copy(merged, set)
-	if !maps.EqualFunc(merged, m.dir, secret.Credentials.Equal) {
-		m.dir = merged
+	if !maps.EqualFunc(set, m.dir, secret.Credentials.Equal) {
+		m.dir = set // what the directory holds now: a removed file is forgotten
 		m.notifyLocked()
 	}
 }

@@ -105,13 +105,14 @@ vcenter:
 	vcA, _ := cfg.VCenter("a")
 	waitFor(t, "rotated Secret", func() bool { c, _, _ := m.Get(vcA); return c.Password.Reveal() == "a-pass-2" })
 
-	// A deleted Secret keeps the last known credentials.
+	// A deleted Secret is forgotten: the next source in precedence applies.
+	changed = m.Changed()
 	if err := client.CoreV1().Secrets("kube-system").Delete(ctx, "a-creds", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if c, _, err := m.Get(vcA); err != nil || c.Password.Reveal() != "a-pass-2" {
-		t.Errorf("after deletion: %v, password kept: %v", err, c.Password.Reveal() == "a-pass-2")
+	<-changed
+	if c, source, err := m.Get(vcA); err != nil || c.Username != "x" || source != "Secret kube-system/global-creds" {
+		t.Errorf("after deletion: %q from %q (%v), want the global Secret's entry", c.Username, source, err)
 	}
 
 	// Rotation in the directory.
@@ -119,16 +120,31 @@ vcenter:
 	vcC, _ := cfg.VCenter("c")
 	waitFor(t, "rotated directory", func() bool { c, _, _ := m.Get(vcC); return c.Password.Reveal() == "dir-pass-2" })
 
-	// An incomplete update keeps the previous value for that server.
+	// A key removed from the directory is forgotten.
+	changed = m.Changed()
+	if err := os.Remove(filepath.Join(dir, "vc-c.password")); err != nil {
+		t.Fatal(err)
+	}
+	<-changed
+	if _, _, err := m.Get(vcC); !errors.Is(err, ErrNoCredentials) {
+		t.Errorf("after the directory lost vc-c.password: %v, want ErrNoCredentials", err)
+	}
+
+	// An incomplete entry (a removed password key) is forgotten too; the
+	// other entries of the Secret are kept.
+	changed = m.Changed()
 	_, err = client.CoreV1().Secrets("kube-system").Update(ctx,
-		secretObj("kube-system", "global-creds", map[string]string{"vc-b.username": "b-user-3"}), metav1.UpdateOptions{})
+		secretObj("kube-system", "global-creds", map[string]string{"vc-b.username": "b-user-3", "vc-a.username": "x", "vc-a.password": "x"}), metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	<-changed
 	vcB, _ := cfg.VCenter("b")
-	if c, _, _ := m.Get(vcB); c.Password.Reveal() != "b-pass" || c.Username != "b-user" {
-		t.Errorf("incomplete update replaced the good entry: %q", c.Username)
+	if _, _, err := m.Get(vcB); !errors.Is(err, ErrNoCredentials) {
+		t.Errorf("b after its password key was removed: %v, want ErrNoCredentials", err)
+	}
+	if c, _, err := m.Get(vcA); err != nil || c.Username != "x" {
+		t.Errorf("a after an unrelated key was removed: %q %v", c.Username, err)
 	}
 }
 

@@ -91,17 +91,54 @@ func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 // index has been read once and the vCenter is not down. (Absence needs
 // more: see Status.)
 func (ix *Index) answers() bool {
-	ix.mu.RLock()
-	synced := ix.synced
-	ix.mu.RUnlock()
-	return synced && ix.client.Health().State != vcenter.Down
+	return ix.HasSynced() && ix.client.Health().State != vcenter.Down
 }
 
-// Synced returns a channel closed when the next full read completes.
+// Synced returns a channel closed when the index next becomes current:
+// a full read completes, or updates resume after a failure.
 func (ix *Index) Synced() <-chan struct{} {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.syncedCh
+}
+
+// HasSynced reports whether a full read has completed once.
+func (ix *Index) HasSynced() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.synced
+}
+
+// WaitSynced waits until the index has completed a full read once, or
+// ctx ends.
+func (ix *Index) WaitSynced(ctx context.Context) error {
+	for {
+		ch := ix.Synced()
+		if ix.HasSynced() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("inventory of vCenter %q not synced: %w", ix.VCenter(), ctx.Err())
+		}
+	}
+}
+
+// currentLocked records a successful update round; if the index was
+// failing, it is current again and Synced fires.
+func (ix *Index) currentLocked() {
+	failing := ix.syncErr != nil
+	ix.syncErr = nil
+	ix.syncedAt = time.Now()
+	if failing && ix.synced && !ix.resyncing {
+		ix.notifyLocked()
+	}
+}
+
+func (ix *Index) notifyLocked() {
+	close(ix.syncedCh)
+	ix.syncedCh = make(chan struct{})
 }
 
 // Len is the number of VMs known.

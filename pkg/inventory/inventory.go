@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -61,31 +62,15 @@ func (inv *Inventory) Wait() { inv.wg.Wait() }
 
 // WaitForSync waits until every index has completed a full read, or ctx
 // ends; it reports the vCenters still not synced. The controller manager
-// never waits: lookups wait for nothing (see find); tools and tests do.
+// never waits (lookups need no warm-up); tools and tests do.
 func (inv *Inventory) WaitForSync(ctx context.Context) error {
-	var pending []string
+	var errs []error
 	for _, ix := range inv.indexes {
-		for {
-			ch := ix.Synced()
-			ix.mu.RLock()
-			ok := ix.synced
-			ix.mu.RUnlock()
-			if ok {
-				break
-			}
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-			}
-			pending = append(pending, ix.VCenter())
-			break
+		if err := ix.WaitSynced(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if len(pending) > 0 {
-		return fmt.Errorf("inventory of %s not synced: %w", strings.Join(pending, ", "), ctx.Err())
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Indexes returns the per-vCenter indexes, in config order.

@@ -244,8 +244,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		ix.syncErr = nil
 		ix.syncedAt = time.Now()
 		n := len(ix.data.vms)
-		close(ix.syncedCh)
-		ix.syncedCh = make(chan struct{})
+		ix.notifyLocked()
 		ix.mu.Unlock()
 		st.staging = nil
 		ix.log.V(1).Info("Inventory synced", "vms", n)
@@ -253,8 +252,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	ix.mu.Lock()
 	ix.data.apply(updates)
-	ix.syncErr = nil
-	ix.syncedAt = time.Now()
+	ix.currentLocked()
 	ix.mu.Unlock()
 	return nil
 }
@@ -262,8 +260,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 func (ix *Index) markCurrent() {
 	ix.mu.Lock()
 	if ix.synced {
-		ix.syncErr = nil
-		ix.syncedAt = time.Now()
+		ix.currentLocked()
 	}
 	ix.mu.Unlock()
 }

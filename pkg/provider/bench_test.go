@@ -61,7 +61,7 @@ func BenchmarkInstanceMetadata(b *testing.B) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	p, err := provider.New(cfg, provider.Options{VCenter: vcenter.Options{WrapTransport: counter.Wrap}, SyncTimeout: 5 * time.Minute})
+	p, err := provider.New(cfg, provider.Options{VCenter: vcenter.Options{WrapTransport: counter.Wrap}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,6 +69,9 @@ func BenchmarkInstanceMetadata(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
+	if err := p.WaitForSync(ctx); err != nil {
+		b.Fatal(err)
+	}
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)

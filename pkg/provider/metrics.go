@@ -23,6 +23,8 @@ type Metrics struct {
 	inventoryAge *metrics.GaugeVec
 	tagAge       *metrics.GaugeVec
 	lookups      *metrics.CounterVec
+	verdicts     *metrics.CounterVec
+	vcDownFor    *metrics.GaugeVec
 }
 
 const namespace = "vsphere_ccm"
@@ -52,12 +54,18 @@ func NewMetrics() *Metrics {
 			Help: "Seconds since the tag cache of each vCenter was last refreshed (-1: never).", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		lookups: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_lookups_total",
 			Help: "Node to VM lookups by result (found, not_found, ambiguous, error).", StabilityLevel: metrics.ALPHA}, []string{"result"}),
+		verdicts: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "vm_absence_verdicts_total",
+			Help:           "InstanceExists verdicts on VMs not found: gone (the Node is deleted), kept_by_policy (nodes.deletion: never), unproven (kept, error).",
+			StabilityLevel: metrics.ALPHA}, []string{"verdict"}),
+		vcDownFor: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_unusable_seconds",
+			Help:           "Seconds since the vCenter became unusable (down, or its inventory not current); 0 while usable. Alert on it instead of a liveness probe.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.tagAge, m.lookups}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.tagAge, m.lookups, m.verdicts, m.vcDownFor}
 }
 
 // Request implements vcenter.Observer.
@@ -92,8 +100,9 @@ func (m *Metrics) lookup(err error) {
 	m.lookups.WithLabelValues(result).Inc()
 }
 
-// refresh updates the gauges from the provider's state.
-func (m *Metrics) refresh(p *Provider) {
+// Refresh updates the gauges from the provider's state. The provider does
+// it every 10 seconds; tests call it to read current values.
+func (m *Metrics) Refresh(p *Provider) {
 	now := time.Now()
 	age := func(t time.Time) float64 {
 		if t.IsZero() {
@@ -107,6 +116,7 @@ func (m *Metrics) refresh(p *Provider) {
 			up = 1
 		}
 		m.up.WithLabelValues(c.Name()).Set(up)
+		m.vcDownFor.WithLabelValues(c.Name()).Set(p.unusableFor(c.Name(), now).Seconds())
 		if ix := p.inv.Index(c.Name()); ix != nil {
 			_, at, _ := ix.Status()
 			m.inventoryVMs.WithLabelValues(c.Name()).Set(float64(ix.Len()))

@@ -32,12 +32,14 @@ func TestMetrics(t *testing.T) {
 	must(t, err)
 	must(t, p.Start(e.ctx, nil))
 	defer p.Close()
+	must(t, p.Inventory().Index("vc-a").WaitSynced(e.ctx))
+	must(t, p.Pool().WaitFirstAttempt(e.ctx))
 	vm := e.fleet.VCenter("vc-a").VMs[0]
 	if _, err := p.InstanceMetadata(e.ctx, node(vm)); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = p.InstanceExists(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}})
-	time.Sleep(100 * time.Millisecond) // the gauges are refreshed at start
+	m.Refresh(p)
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP vsphere_ccm_vcenter_up [ALPHA] 1 when the vCenter is connected or degraded, 0 when down.
 # TYPE vsphere_ccm_vcenter_up gauge
@@ -88,14 +90,16 @@ func TestEvents(t *testing.T) {
 	must(t, err)
 	must(t, p.Start(e.ctx, nil))
 	defer p.Close()
+	must(t, p.WaitForSync(e.ctx))
 	for range 3 { // the same problem three times: one event
 		if _, err := p.InstanceMetadata(e.ctx, node(c.VMs[0])); err == nil {
 			t.Fatal("conflicting tags accepted")
 		}
 	}
 	ghost := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-such-vm"}}
+	ghost.Status.NodeInfo.SystemUUID = "4299ffff-0000-4000-8000-000000000000"
 	_, _ = p.InstanceMetadata(e.ctx, ghost)
-	ok, err := p.InstanceExists(e.ctx, ghost) // "gone" is not a problem to report
+	ok, err := p.InstanceExists(e.ctx, ghost) // proven gone: not a problem to report
 	if ok || err != nil {
 		t.Errorf("InstanceExists(ghost) = %v, %v", ok, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -49,9 +50,6 @@ type Options struct {
 	// InventoryMaxWait bounds each inventory long poll (default 30s, at
 	// most half the request timeout).
 	InventoryMaxWait time.Duration
-	// SyncTimeout bounds how long Start waits for the inventories and tag
-	// caches before serving (default: the connect timeout).
-	SyncTimeout time.Duration
 	// Metrics, if set, receive request, login and lookup counts and are
 	// refreshed every 10 seconds.
 	Metrics *Metrics
@@ -70,33 +68,34 @@ type Provider struct {
 	inv   *inventory.Inventory
 	topo  *topology.Resolver
 
-	events *events
+	events  *events
+	waiting *waiting // Nodes to retry when a vCenter becomes usable
 
 	startOnce sync.Once
 	started   chan struct{}
 	startErr  error
 	cancel    context.CancelFunc
+	wg        sync.WaitGroup // the provider's own loops
+	startedAt time.Time
 }
 
 // New builds a provider from a validated config. It does no I/O.
 func New(cfg *config.Config, opts Options) (*Provider, error) {
-	if opts.SyncTimeout <= 0 {
-		opts.SyncTimeout = cfg.Global.ConnectTimeout
-	}
 	if opts.InventoryMaxWait <= 0 {
 		opts.InventoryMaxWait = min(30*time.Second, max(cfg.Global.RequestTimeout/2, time.Second))
 	}
-	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{})}
+	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), waiting: newWaiting()}
 	if opts.Recorder != nil {
 		p.events = &events{recorder: opts.Recorder}
 	}
 	return p, nil
 }
 
-// Start loads credentials (Secrets through kube, which may be nil when no
-// Secret is configured), connects every vCenter, and starts the inventory
-// and tag caches, waiting at most SyncTimeout for them. vCenters that are
-// down do not fail Start. Start is idempotent.
+// Start starts, for every vCenter on its own, the credential watch, the
+// connection, the inventory and the tag cache, and returns at once: it
+// waits for no vCenter. kube reads Secrets (nil when none is configured)
+// and touches Nodes that wait for a vCenter (see waiting). Start is
+// idempotent; it fails only when Secrets are configured without a client.
 func (p *Provider) Start(ctx context.Context, kube kubernetes.Interface) error {
 	p.startOnce.Do(func() {
 		defer close(p.started)
@@ -107,15 +106,13 @@ func (p *Provider) Start(ctx context.Context, kube kubernetes.Interface) error {
 }
 
 func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
-	log := klog.FromContext(ctx)
 	ctx, p.cancel = context.WithCancel(ctx)
-	p.creds = credentials.New(p.cfg, credentials.Options{Client: kube, SyncTimeout: p.opts.SyncTimeout})
-	// The watches live as long as ctx; only the waits are bounded.
-	if err := p.creds.Start(ctx); err != nil {
-		if kube == nil {
-			return err
-		}
-		log.Error(err, "Credentials not fully loaded; continuing, vCenters without credentials stay down until they are")
+	p.startedAt = time.Now()
+	p.creds = credentials.New(p.cfg, credentials.Options{Client: kube})
+	// The watches live as long as ctx; nothing waits for them: a vCenter
+	// whose Secret is not loaded yet is down until it is.
+	if err := p.creds.Run(ctx); err != nil {
+		return err
 	}
 	vopts := p.opts.VCenter
 	vopts.Credentials = p.creds
@@ -137,34 +134,88 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait})
 	p.inv.Run(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc)
-	sctx, cancel := context.WithTimeout(ctx, p.opts.SyncTimeout)
-	defer cancel()
-	if err := p.inv.WaitForSync(sctx); err != nil {
-		log.Info("Not every inventory is synced yet; lookups in those vCenters return errors until they are", "err", err)
-	}
 	p.topo.Run(ctx)
-	if err := p.topo.WaitForSync(sctx); err != nil {
-		log.Info("Not every tag cache is filled yet", "err", err)
+	if kube != nil {
+		for _, ix := range p.inv.Indexes() {
+			p.wg.Go(func() { p.waiting.retryOnSync(ctx, kube, ix) })
+		}
 	}
 	if m := p.opts.Metrics; m != nil {
-		go func() {
-			for {
-				m.refresh(p)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(10 * time.Second):
-				}
-			}
-		}()
+		p.wg.Go(func() {
+			_ = wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(context.Context) (bool, error) {
+				m.Refresh(p)
+				return false, nil
+			})
+		})
 	}
 	return nil
 }
 
-// Close stops the background work and logs out of every vCenter.
+// WaitForSync waits until every inventory and tag cache has been filled
+// once, or ctx ends. The controller manager never calls it (lookups need
+// no warm-up); one-shot tools, benchmarks and tests do.
+func (p *Provider) WaitForSync(ctx context.Context) error {
+	if !p.ready() {
+		return p.notReady()
+	}
+	if err := p.inv.WaitForSync(ctx); err != nil {
+		return err
+	}
+	return p.topo.WaitForSync(ctx)
+}
+
+// unusableFor is how long the vCenter has been unusable for lookups that
+// need it: down, or its inventory not complete; 0 while usable.
+func (p *Provider) unusableFor(name string, now time.Time) time.Duration {
+	c, err := p.pool.Client(name)
+	if err != nil {
+		return 0
+	}
+	if h := c.Health(); h.State == vcenter.Down {
+		return now.Sub(h.Since)
+	}
+	ix := p.inv.Index(name)
+	if ix == nil {
+		return 0
+	}
+	complete, at, _ := ix.Status()
+	switch {
+	case complete:
+		return 0
+	case at.IsZero():
+		return now.Sub(p.startedAt)
+	}
+	return now.Sub(at)
+}
+
+// WaitForUsable waits until every vCenter that is not down has its
+// inventory and tags read once, or ctx ends (one-shot commands).
+func (p *Provider) WaitForUsable(ctx context.Context) {
+	if !p.ready() {
+		return
+	}
+	for _, c := range p.pool.Clients() {
+		if c.Health().State == vcenter.Down {
+			continue
+		}
+		if ix := p.inv.Index(c.Name()); ix != nil && ix.WaitSynced(ctx) != nil {
+			return
+		}
+		if tc := p.topo.Cache(c.Name()); tc != nil {
+			_ = tc.WaitSynced(ctx)
+		}
+	}
+}
+
+// Close stops the background work, waits for it, and logs out of every
+// vCenter.
 func (p *Provider) Close() {
 	if p.cancel != nil {
 		p.cancel()
+	}
+	p.wg.Wait()
+	if p.topo != nil {
+		p.topo.Wait()
 	}
 	if p.inv != nil {
 		p.inv.Wait()
@@ -309,22 +360,6 @@ func (e *nodeNotFound) Error() string {
 
 func (e *nodeNotFound) Is(target error) bool { return target == inventory.ErrNotFound }
 
-// InstanceExists is false only when every vCenter in scope answered and
-// none has the VM. Any other failure is an error, so no Node is deleted
-// because a vCenter could not be asked.
-func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	_, err := p.FindVM(ctx, node)
-	p.events.warn(node, err, false)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, inventory.ErrNotFound):
-		klog.FromContext(ctx).Info("VM of node not found in any vCenter", "node", node.Name, "detail", err)
-		return false, nil
-	}
-	return false, err
-}
-
 // InstanceShutdown is true for a VM that is powered off or suspended.
 func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	vm, err := p.FindVM(ctx, node)
@@ -339,6 +374,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, e
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	md, err := p.instanceMetadata(ctx, node)
 	p.events.warn(node, err, true)
+	p.waiting.note(node.Name, err)
 	return md, err
 }
 

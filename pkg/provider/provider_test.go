@@ -68,6 +68,7 @@ func stretched(t *testing.T, head string, per map[string][]string) *env {
 	must(t, err)
 	must(t, p.Start(ctx, nil))
 	t.Cleanup(p.Close)
+	must(t, p.WaitForSync(ctx))
 	return &env{t: t, ctx: ctx, fleet: f, p: p}
 }
 

@@ -52,7 +52,8 @@ type Cache struct {
 	synced    bool                                      // a full refresh has completed
 	refreshed time.Time
 	err       error
-	flight    *flight // the full refresh under way
+	flight    *flight       // the full refresh under way
+	first     chan struct{} // closed at the first completed full refresh
 }
 
 // catalog is the categories and tags of interest of one vCenter.
@@ -69,7 +70,7 @@ type flight struct {
 // NewCache returns an empty cache for the named categories.
 func NewCache(c Client, categories []string) *Cache {
 	return &Cache{client: c, categories: slices.Compact(slices.Sorted(slices.Values(categories))),
-		attached: map[types.ManagedObjectReference][]string{}}
+		attached: map[types.ManagedObjectReference][]string{}, first: make(chan struct{})}
 }
 
 // Run refreshes the cache every interval until ctx ends. objects returns the
@@ -94,6 +95,16 @@ func (c *Cache) Status() (synced bool, refreshed time.Time, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.synced, c.refreshed, c.err
+}
+
+// WaitSynced waits until a full refresh has completed once, or ctx ends.
+func (c *Cache) WaitSynced(ctx context.Context) error {
+	select {
+	case <-c.first:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("tags of vCenter %q not read: %w", c.client.Name(), ctx.Err())
+	}
 }
 
 // Refresh re-reads the categories and tags of interest and the
@@ -122,6 +133,9 @@ func (c *Cache) Refresh(ctx context.Context, objs []types.ManagedObjectReference
 	c.err = err
 	if err == nil {
 		c.catalog, c.attached = cat, attached
+		if !c.synced {
+			close(c.first)
+		}
 		c.synced, c.refreshed = true, time.Now()
 	}
 	c.mu.Unlock()

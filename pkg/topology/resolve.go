@@ -2,9 +2,10 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -34,6 +35,7 @@ type Resolver struct {
 	cfg    *config.Config
 	inv    *inventory.Inventory
 	caches map[string]*Cache
+	wg     sync.WaitGroup
 }
 
 // NewResolver builds one tag cache per vCenter client.
@@ -58,32 +60,33 @@ func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client)
 // Cache returns the tag cache of the named vCenter.
 func (r *Resolver) Cache(vcenter string) *Cache { return r.caches[vcenter] }
 
-// Run refreshes every cache on the configured interval until ctx ends.
+// Run refreshes every cache on the configured interval until ctx ends
+// (Wait waits for the loops to stop). A cache's first refresh waits for
+// its vCenter's first inventory read, so that it reads every object once.
 func (r *Resolver) Run(ctx context.Context) {
 	for name, c := range r.caches {
 		ix := r.inv.Index(name)
-		go c.Run(ctx, r.cfg.Global.TagRefreshInterval, func() []types.ManagedObjectReference { return objectsOf(ix) })
+		r.wg.Go(func() {
+			if ix != nil && ix.WaitSynced(ctx) != nil {
+				return
+			}
+			c.Run(ctx, r.cfg.Global.TagRefreshInterval, func() []types.ManagedObjectReference { return objectsOf(ix) })
+		})
 	}
 }
 
+// Wait waits for the loops started by Run to stop.
+func (r *Resolver) Wait() { r.wg.Wait() }
+
 // WaitForSync waits until every cache has been filled once, or ctx ends.
 func (r *Resolver) WaitForSync(ctx context.Context) error {
-	for {
-		pending := 0
-		for _, c := range r.caches {
-			if ok, _, _ := c.Status(); !ok {
-				pending++
-			}
-		}
-		if pending == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("tags of %d vCenters not read: %w", pending, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+	var errs []error
+	for _, c := range r.caches {
+		if err := c.WaitSynced(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
+	return errors.Join(errs...)
 }
 
 func objectsOf(ix *inventory.Index) []types.ManagedObjectReference {
@@ -132,6 +135,12 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	cache := r.caches[vm.VCenter]
 	if ix == nil || cache == nil {
 		return Result{}, fmt.Errorf("VM %s: no inventory for vCenter %q", vm.Location(), vm.VCenter)
+	}
+	if !ix.HasSynced() {
+		// A VM found by a direct search before its vCenter's first read:
+		// its host, cluster and folders are not known yet. The Node is
+		// retried when the read completes.
+		return Result{}, fmt.Errorf("VM %s: the inventory of vCenter %q is not read yet, so the VM's host and folders are unknown; retried when it is", vm.Location(), vm.VCenter)
 	}
 	chain := Chain(ix, vm)
 	var res Result
