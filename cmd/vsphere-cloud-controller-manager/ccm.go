@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	cloudprovider "k8s.io/cloud-provider"
@@ -100,12 +101,39 @@ Operator commands:
 const maxVerbosity = 7
 
 func capVerbosity(c *cobra.Command, stderr io.Writer) {
-	f := c.Flags().Lookup("v")
-	if f == nil {
-		return
+	if f := c.Flags().Lookup("v"); f != nil {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil && n > maxVerbosity {
+			_ = f.Value.Set(strconv.Itoa(maxVerbosity))
+			fmt.Fprintf(stderr, "warning: -v=%d lowered to %d: from 8 on, client-go logs API response bodies, which would include the credential Secret\n", n, maxVerbosity)
+		}
 	}
-	if n, err := strconv.Atoi(f.Value.String()); err == nil && n > maxVerbosity {
-		_ = f.Value.Set(strconv.Itoa(maxVerbosity))
-		fmt.Fprintf(stderr, "warning: -v=%d lowered to %d: from 8 on, client-go logs API response bodies, which would include the credential Secret\n", n, maxVerbosity)
+	// --vmodule sets levels per file and would bypass the cap above.
+	if f := c.Flags().Lookup("vmodule"); f != nil && f.Value.String() != "" {
+		capped, changed := capVModule(f.Value.String())
+		if changed {
+			_ = f.Value.Set(capped)
+			fmt.Fprintf(stderr, "warning: --vmodule levels above %d lowered to %d (now %q): from 8 on, client-go logs API response bodies, which would include the credential Secret\n", maxVerbosity, maxVerbosity, capped)
+		}
 	}
+}
+
+// capVModule lowers every level above maxVerbosity in a --vmodule value
+// (pattern=N,...). An entry whose level does not parse is dropped, so that
+// nothing unchecked gets through.
+func capVModule(v string) (string, bool) {
+	var out []string
+	changed := false
+	for _, e := range strings.Split(v, ",") {
+		pattern, level, ok := strings.Cut(strings.TrimSpace(e), "=")
+		n, err := strconv.Atoi(level)
+		switch {
+		case !ok || err != nil:
+			changed = true
+			continue
+		case n > maxVerbosity:
+			n, changed = maxVerbosity, true
+		}
+		out = append(out, pattern+"="+strconv.Itoa(n))
+	}
+	return strings.Join(out, ","), changed
 }

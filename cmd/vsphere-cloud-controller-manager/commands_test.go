@@ -102,3 +102,20 @@ func TestSentinelPasswordNeverPrinted(t *testing.T) {
 		t.Errorf("convert should succeed and say the password was left out: exit %d, %s", code, stderr)
 	}
 }
+
+func TestCapVModule(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		changed  bool
+	}{
+		{"request=10", "request=7", true},
+		{"round_trippers=8,node_controller=4", "round_trippers=7,node_controller=4", true},
+		{"foo=3", "foo=3", false},
+		{"bad,request=9", "request=7", true},
+	} {
+		got, changed := capVModule(c.in)
+		if got != c.want || changed != c.changed {
+			t.Errorf("capVModule(%q) = %q, %v; want %q, %v", c.in, got, changed, c.want, c.changed)
+		}
+	}
+}

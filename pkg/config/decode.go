@@ -127,20 +127,21 @@ func (d *decoder) unknownKey(path string, e entry, fields []schemaField) {
 	if path != "" {
 		where = "in " + path
 	}
-	msg := fmt.Sprintf("unknown key %q %s", e.key, where)
 	if hint := suggest(d.format, e.key, fields); hint != "" {
-		msg += "; " + hint
-	} else {
-		var names []string
-		for _, f := range fields {
-			if n := f.name(d.format); n != "-" {
-				names = append(names, n)
-			}
-		}
-		sort.Strings(names)
-		msg += "; valid keys: " + strings.Join(names, ", ")
+		// A near miss of a known key: a typo, safe and useful to show.
+		d.errorf(e.line, joinPath(path, e.key), "", "unknown key %q %s; %s", e.key, where, hint)
+		return
 	}
-	d.errorf(e.line, joinPath(path, e.key), "", "%s", msg)
+	// Anything else is not shown: a password pasted on its own line, or
+	// glued to its key, would otherwise be echoed into the log.
+	var names []string
+	for _, f := range fields {
+		if n := f.name(d.format); n != "-" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	d.errorf(e.line, path, "", "unknown key %s (its name is not shown, in case the line holds a secret); valid keys: %s", where, strings.Join(names, ", "))
 }
 
 var (

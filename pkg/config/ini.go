@@ -180,7 +180,7 @@ func parseINISection(line string) (name, sub string, hasSub bool, errMsg string)
 	}
 	rest := strings.TrimSpace(line[i+1:])
 	if rest != "" && rest[0] != ';' && rest[0] != '#' {
-		return "", "", false, fmt.Sprintf("unexpected text %q after the section header", rest)
+		return "", "", false, "unexpected text after the section header (not shown, in case it holds a secret); remove it or start it with ; or #"
 	}
 	return name, sub, hasSub, ""
 }
@@ -193,14 +193,14 @@ func parseINIVariable(line string) (name, value string, hasValue bool, errMsg st
 	}
 	name = line[:i]
 	if name == "" || !(name[0] >= 'a' && name[0] <= 'z' || name[0] >= 'A' && name[0] <= 'Z') {
-		return "", "", false, fmt.Sprintf("invalid line %q: expected name = value", line)
+		return "", "", false, "invalid line (not shown, in case it holds a secret): expected name = value, with a name that starts with a letter and has only letters, digits, - and _"
 	}
 	rest := strings.TrimLeft(line[i:], " \t")
 	if rest == "" || rest[0] == ';' || rest[0] == '#' {
 		return name, "", false, ""
 	}
 	if rest[0] != '=' {
-		return "", "", false, fmt.Sprintf("invalid line for key %q: expected '=' after the name", name)
+		return "", "", false, "invalid line: expected '=' after the name (the line is not shown, in case it holds a secret)"
 	}
 	value, err := unquoteINIValue(strings.TrimSpace(rest[1:]))
 	if err != "" {
@@ -238,7 +238,7 @@ func unquoteINIValue(s string) (string, string) {
 			case 'b':
 				b.WriteByte('\b')
 			default:
-				return "", fmt.Sprintf(`unknown escape \%c (use \\ for a backslash)`, s[i])
+				return "", fmt.Sprintf(`unknown escape sequence at character %d of the value (only \", \\, \n, \t and \b are escapes; use \\ for a backslash)`, i)
 			}
 			trailing = 0
 			continue
