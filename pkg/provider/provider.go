@@ -141,12 +141,25 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 		}
 	}
 	if m := p.opts.Metrics; m != nil {
+		// Every 10 s, and at once when a vCenter's health changes.
 		p.wg.Go(func() {
 			_ = wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(context.Context) (bool, error) {
 				m.Refresh(p)
 				return false, nil
 			})
 		})
+		for _, c := range pool.Clients() {
+			p.wg.Go(func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-c.HealthChanged():
+						m.Refresh(p)
+					}
+				}
+			})
+		}
 	}
 	return nil
 }
