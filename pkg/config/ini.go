@@ -204,7 +204,7 @@ func parseINIVariable(line string) (name, value string, hasValue bool, errMsg st
 	}
 	value, err := unquoteINIValue(strings.TrimSpace(rest[1:]))
 	if err != "" {
-		return "", "", false, fmt.Sprintf("key %q: %s", name, err)
+		return "", "", false, "the value on this line: " + err + " (the line is not shown, in case it holds a secret)"
 	}
 	return name, value, true, ""
 }

@@ -36,18 +36,24 @@ func readYAML(file string, data []byte) (*node, []Diagnostic) {
 
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
 
+// yamlQuotedRE matches what the YAML library quotes from the document in
+// its messages (anchor names, scalars): never shown, it may be a secret.
+var yamlQuotedRE = regexp.MustCompile("'[^']*'|\"[^\"]*\"|`[^`]*`")
+
 func yamlSyntaxError(file string, err error) Diagnostic {
-	d := Diagnostic{Pos: Position{File: file}, Message: "YAML syntax error: " + err.Error()}
+	d := Diagnostic{Pos: Position{File: file}}
+	msg := err.Error()
 	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		return d
-	}
-	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil && !errors.As(err, &te) {
 		if m[1] != "" {
 			d.Pos.Line, _ = strconv.Atoi(m[1])
 		}
-		d.Message = "YAML syntax error: " + m[2]
+		msg = m[2]
 	}
+	if redacted := yamlQuotedRE.ReplaceAllString(msg, "(…)"); redacted != msg {
+		msg = redacted + " (quoted text not shown, in case it holds a secret)"
+	}
+	d.Message = "YAML syntax error: " + msg
 	return d
 }
 
