@@ -87,8 +87,8 @@ func (inv *Inventory) Index(vcenter string) *Index {
 }
 
 // FindByUUID finds the VM with this BIOS UUID, in either byte order, in any
-// vCenter. It answers from the index; on a miss it asks every vCenter
-// directly (a VM created a moment ago may not be indexed yet).
+// vCenter. It answers from the indexes; on a miss it asks directly only
+// the vCenters whose index is not current (see find).
 func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
 	u := NormalizeUUID(uuid)
 	if u == "" {
@@ -123,15 +123,26 @@ func (inv *Inventory) FindByGuestHostname(ctx context.Context, name string) (VM,
 
 type searchFunc func(context.Context, *Index) ([]VM, error)
 
+// find answers from the indexes. A vCenter whose index is current is
+// authoritative; one that has been read once but is not current (a resync
+// after a new session, failing updates) is asked directly on a miss; one
+// never read, or down, makes a miss an error without a request: a lookup
+// must not become one vSphere request per node (and per retry, and per
+// lifecycle pass) exactly when a vCenter is busiest.
 func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Index) []VM, search searchFunc) (VM, error) {
 	var found []VM
 	var incomplete []error
-	var stale error // a match in a vCenter whose index is not current
+	var ask []*Index // read once, not current: worth a direct search on a miss
+	var stale error  // a match in a vCenter whose index is not current
 	for _, ix := range inv.indexes {
 		vms := fromIndex(ix)
 		found = append(found, vms...)
 		ok, _, err := ix.Status()
-		if !ok {
+		switch {
+		case ok:
+		case search != nil && ix.answers():
+			ask = append(ask, ix)
+		default:
 			incomplete = append(incomplete, err)
 		}
 		if len(vms) > 0 && stale == nil && !ix.answers() {
@@ -146,20 +157,20 @@ func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Inde
 		return VM{}, &IncompleteError{Key: key, Causes: []error{stale}}
 	case len(found) == 1:
 		return found[0], nil
-	case search == nil && len(incomplete) > 0:
+	case len(ask) == 0 && len(incomplete) > 0:
 		return VM{}, &IncompleteError{Key: key, Causes: incomplete}
-	case search == nil:
+	case len(ask) == 0:
 		return VM{}, &NotFoundError{Key: key, VCenters: inv.names()}
 	}
 
-	// Not in any index: ask every vCenter, in parallel.
+	// Not in any index: ask the vCenters whose index is not current, in parallel.
 	type result struct {
 		vms []VM
 		err error
 	}
-	results := make([]result, len(inv.indexes))
+	results := make([]result, len(ask))
 	var wg sync.WaitGroup
-	for i, ix := range inv.indexes {
+	for i, ix := range ask {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -171,7 +182,7 @@ func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Inde
 		}()
 	}
 	wg.Wait()
-	var causes []error
+	causes := incomplete
 	for _, r := range results {
 		found = append(found, r.vms...)
 		if r.err != nil {

@@ -135,31 +135,21 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	p.inv.Run(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc)
 	p.topo.Run(ctx)
-	if kube != nil {
-		for _, ix := range p.inv.Indexes() {
-			p.wg.Go(func() { p.waiting.retryOnSync(ctx, kube, ix) })
-		}
+	// One loop per vCenter reacts to its changes: health changes refresh
+	// the gauges; an inventory that becomes current refreshes them too and
+	// asks for a retry of the Nodes waiting for it.
+	for _, c := range pool.Clients() {
+		ix := p.inv.Index(c.Name())
+		p.wg.Go(func() { p.followVCenter(ctx, kube, c, ix) })
 	}
 	if m := p.opts.Metrics; m != nil {
-		// Every 10 s, and at once when a vCenter's health changes.
+		// And every 10 s, for the ages.
 		p.wg.Go(func() {
 			_ = wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(context.Context) (bool, error) {
 				m.Refresh(p)
 				return false, nil
 			})
 		})
-		for _, c := range pool.Clients() {
-			p.wg.Go(func() {
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-c.HealthChanged():
-						m.Refresh(p)
-					}
-				}
-			})
-		}
 	}
 	return nil
 }

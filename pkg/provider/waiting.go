@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
 
 // AnnotationRetry is set on a Node that waits for initialization when a
@@ -57,21 +58,35 @@ func (w *waiting) list() []string {
 	return out
 }
 
-// retryOnSync touches the waiting Nodes each time ix becomes current,
-// until ctx ends.
-func (w *waiting) retryOnSync(ctx context.Context, kube kubernetes.Interface, ix *inventory.Index) {
+// followVCenter reacts to one vCenter until ctx ends: a health change
+// refreshes the gauges; an inventory that becomes current refreshes them
+// and touches the Nodes waiting for initialization (kube may be nil in
+// tools, which have no Nodes to touch).
+func (p *Provider) followVCenter(ctx context.Context, kube kubernetes.Interface, c *vcenter.Client, ix *inventory.Index) {
 	log := klog.FromContext(ctx).WithName("retry").WithValues("vcenter", ix.VCenter())
+	refresh := func() {
+		if m := p.opts.Metrics; m != nil {
+			m.Refresh(p)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-c.HealthChanged():
+			refresh()
+			continue
 		case <-ix.Synced():
+			refresh()
 		}
-		for _, name := range w.list() {
-			err := w.touch(ctx, kube, name)
+		if kube == nil {
+			continue
+		}
+		for _, name := range p.waiting.list() {
+			err := p.waiting.touch(ctx, kube, name)
 			switch {
 			case apierrors.IsNotFound(err):
-				w.note(name, nil)
+				p.waiting.note(name, nil)
 			case err != nil:
 				log.Error(err, "Could not ask for a retry of a Node waiting for initialization", "node", name)
 			}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// bigRequestTimeout is the CCM's requestTimeout in the bigvc scenario:
+// shorter than the whole first read at the given delay.
+const bigRequestTimeout = 10 * time.Second
+
+// bigVC syncs a vCenter with vms VMs, nodes of them Nodes, every SOAP call
+// delayed, and reports the time until every Node is initialized and the
+// CCM's peak RSS; then the same Nodes in a vCenter that holds only them,
+// for the baseline.
+func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]report, error) {
+	type run struct {
+		vms        int
+		peakRSSKB  int64
+		initTime   time.Duration
+		readFloorS float64
+	}
+	runs := []*run{{vms: nodes}, {vms: vms}}
+	for _, r := range runs {
+		const clusters = 10
+		perCluster := max(r.vms/clusters, 1)
+		fmt.Printf("building a simulated vCenter with %d VMs in %d clusters, %v per SOAP call ...\n", perCluster*clusters, clusters, delay)
+		start := time.Now()
+		fleet, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-big", Clusters: clusters, Hosts: 2, VMs: 1, Copies: perCluster - 1, Latency: delay})
+		if err != nil {
+			return nil, err
+		}
+		if err := tagFleet(ctx, fleet); err != nil {
+			fleet.Close()
+			return nil, err
+		}
+		all := fleet.VMs()
+		step := max(len(all)/nodes, 1)
+		var chosen []vcsim.VM
+		for i := 0; i < len(all) && len(chosen) < nodes; i += step {
+			chosen = append(chosen, all[i])
+		}
+		fmt.Printf("simulated %d VMs in %v; %d of them are Nodes\n", len(all), time.Since(start).Round(time.Second), len(chosen))
+		// The simulator pages WaitForUpdatesEx at 100 objects: the whole read
+		// takes at least pages x delay.
+		r.readFloorS = float64((len(all)+99)/100) * delay.Seconds()
+		cfg := fmt.Sprintf("global:\n  requestTimeout: %v\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n", bigRequestTimeout)
+		cfgPath := filepath.Join(e.work, "bigvc.yaml")
+		if err := os.WriteFile(cfgPath, []byte(fleet.Config(cfg, nil)), 0o600); err != nil {
+			fleet.Close()
+			return nil, err
+		}
+		if err := registerAll(ctx, e.kube, chosen); err != nil {
+			fleet.Close()
+			return nil, err
+		}
+		p, err := startCCM(e.cp, e.ccm, cfgPath, filepath.Join(e.work, fmt.Sprintf("bigvc-%d.log", len(all))), map[string]string{
+			"--v": "2", "--concurrent-node-syncs": "8", "--kube-api-qps": "200", "--kube-api-burst": "400"})
+		if err != nil {
+			fleet.Close()
+			return nil, err
+		}
+		start = time.Now()
+		times, err := initTimes(ctx, e.kube, chosen, start, 15*time.Minute)
+		if err == nil {
+			r.initTime = quantile(times, 1)
+			// Memory after the sync and a tag refresh, not only at its peak.
+			err = p.waitStarted(ctx, 1, 5*time.Minute)
+			r.peakRSSKB = p.peakRSS()
+			fmt.Printf("%d VMs: now RssAnon %.1f MB, RssFile %.1f MB (binary and libraries)\n",
+				len(all), float64(p.status("RssAnon"))/1024, float64(p.status("RssFile"))/1024)
+		}
+		p.stop()
+		fleet.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%d VMs: %w (log %s)", len(all), err, p.log.Name())
+		}
+		r.vms = len(all)
+		fmt.Printf("%d VMs: %d Nodes initialized %s after the CCM started (the read alone takes >= %.1f s; requestTimeout %v); peak RSS %.1f MB\n",
+			len(all), len(chosen), seconds(r.initTime), r.readFloorS, bigRequestTimeout, float64(r.peakRSSKB)/1024)
+		if err := deleteNodes(ctx, e.kube); err != nil {
+			return nil, err
+		}
+	}
+	small, big := runs[0], runs[1]
+	return []report{
+		{fmt.Sprintf("bigvc: %d Nodes of %d VMs initialized (read >= %.0f s, requestTimeout %v)", nodes, big.vms, big.readFloorS, bigRequestTimeout), seconds(big.initTime), "syncs"},
+		{fmt.Sprintf("bigvc: peak RSS with %d VMs", big.vms), fmt.Sprintf("%.1f MB", float64(big.peakRSSKB)/1024), "<= 100 MB"},
+		{fmt.Sprintf("bigvc: peak RSS with %d VMs (only the Nodes)", small.vms), fmt.Sprintf("%.1f MB", float64(small.peakRSSKB)/1024), ""},
+	}, nil
+}

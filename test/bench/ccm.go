@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+)
+
+// ccmProcess is one CCM binary running against the benchmark's control
+// plane.
+type ccmProcess struct {
+	cmd     *exec.Cmd
+	log     *os.File
+	serving string // https://127.0.0.1:<port>, for /healthz and /metrics
+}
+
+// startCCM runs binary with the control plane's CCM flags, configArg as
+// the cloud config (a path, or a whole flag for the zero-cost CCM), and
+// set overriding or adding flags ("--v": "1").
+func startCCM(cp *controlplane.ControlPlane, binary, configArg, logPath string, set map[string]string) (*ccmProcess, error) {
+	args, err := cp.CCMArgs("")
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(configArg, "--") {
+		args[0] = configArg
+	} else {
+		args[0] = "--cloud-config=" + configArg
+	}
+	seen := map[string]bool{}
+	for i, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if v, ok := set[name]; ok {
+			args[i] = name + "=" + v
+			seen[name] = true
+		}
+	}
+	for name, v := range set {
+		if !seen[name] {
+			args = append(args, name+"="+v)
+		}
+	}
+	p := &ccmProcess{}
+	for _, a := range args {
+		if port, ok := strings.CutPrefix(a, "--secure-port="); ok {
+			p.serving = "https://127.0.0.1:" + port
+		}
+	}
+	if p.log, err = os.Create(logPath); err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		p.log.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// stop ends the process with SIGTERM and waits for it (once; a killed
+// process is not stopped again).
+func (p *ccmProcess) stop() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.cmd.Wait()
+	}
+	p.log.Close()
+}
+
+// kill ends the process with SIGKILL, as a node failure would.
+func (p *ccmProcess) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// peakRSS is the process's peak resident set size (VmHWM) in KB.
+func (p *ccmProcess) peakRSS() int64 { return p.status("VmHWM") }
+
+// status reads one KB field of /proc/<pid>/status (VmHWM, RssAnon,
+// RssFile); 0 if unknown.
+func (p *ccmProcess) status(field string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// logContains reports whether the process's log has s.
+func (p *ccmProcess) logContains(s string) bool {
+	b, _ := os.ReadFile(p.log.Name())
+	return strings.Contains(string(b), s)
+}
+
+func (p *ccmProcess) String() string { return filepath.Base(p.log.Name()) }
+
+var insecure = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the benchmark CCM's self-signed serving certificate
+
+func (p *ccmProcess) waitHealthy(ctx context.Context) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		res, err := insecure.Get(p.serving + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the CCM did not become healthy within 2 minutes (log %s)", p.log.Name())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitStarted waits until /metrics shows each of vcenters vCenters up, its
+// inventory filled and its tag cache refreshed.
+func (p *ccmProcess) waitStarted(ctx context.Context, vcenters int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		res, err := insecure.Get(p.serving + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			ready := 0
+			for _, line := range strings.Split(string(b), "\n") {
+				for _, prefix := range []string{"vsphere_ccm_vcenter_up{", "vsphere_ccm_inventory_vms{", "vsphere_ccm_tag_cache_age_seconds{"} {
+					if strings.HasPrefix(line, prefix) && !strings.HasSuffix(line, " 0") && !strings.HasSuffix(line, " -1") {
+						ready++
+					}
+				}
+			}
+			if ready == 3*vcenters {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the provider did not report every vCenter started within %v", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+type counts struct{ soap, rest, restLogins float64 }
+
+// scrapeCounts sums vsphere_ccm_vcenter_requests_total by API from /metrics.
+func (p *ccmProcess) scrapeCounts() (counts, error) {
+	var c counts
+	res, err := insecure.Get(p.serving + "/metrics")
+	if err != nil {
+		return c, err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, provider.MetricRequestsTotal+"{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(line, `api="soap"`):
+			c.soap += v
+		case strings.Contains(line, `api="rest"`):
+			c.rest += v
+			if strings.Contains(line, `method="session:post"`) {
+				c.restLogins += v
+			}
+		}
+	}
+	return c, sc.Err()
+}
+
+var errTimeout = errors.New("timed out")

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// Leader election as shipped (the defaults of the controller manager).
+const (
+	leaseDuration = 15 * time.Second
+	leaseAcquired = "Successfully acquired lease"
+)
+
+// failover runs two replicas with leader election; once the leader has
+// initialized the first Nodes it is killed with SIGKILL (no lease release,
+// no logout) and Nodes registered right after are timed.
+func failover(ctx context.Context, e env) ([]report, error) {
+	fleet, err := vcsim.Start(ctx,
+		vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 10},
+		vcsim.Spec{Name: "vc-b", Hosts: 1, VMs: 10},
+		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 10})
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close()
+	if err := tagFleet(ctx, fleet); err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(e.work, "failover.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)), 0o600); err != nil {
+		return nil, err
+	}
+	var first, later []vcsim.VM
+	for _, v := range fleet.VCenters {
+		first = append(first, v.VMs[:5]...)
+		later = append(later, v.VMs[5:]...)
+	}
+	le := map[string]string{"--v": "2", "--leader-elect": "true", "--leader-elect-lease-duration": leaseDuration.String()}
+	var replicas []*ccmProcess
+	for i := range 2 {
+		p, err := startCCM(e.cp, e.ccm, cfgPath, filepath.Join(e.work, fmt.Sprintf("failover-%d.log", i)), le)
+		if err != nil {
+			return nil, err
+		}
+		defer p.stop()
+		replicas = append(replicas, p)
+	}
+	if err := registerAll(ctx, e.kube, first); err != nil {
+		return nil, err
+	}
+	if _, err := initTimes(ctx, e.kube, first, time.Now(), 2*time.Minute); err != nil {
+		return nil, err
+	}
+	var leader *ccmProcess
+	for _, p := range replicas {
+		if p.logContains(leaseAcquired) {
+			leader = p
+		}
+	}
+	if leader == nil {
+		return nil, fmt.Errorf("no replica logged %q", leaseAcquired)
+	}
+	sessions := ""
+	for _, v := range fleet.VCenters {
+		n, err := v.CountSessions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sessions += fmt.Sprintf(" %s:%d", v.Name, n)
+	}
+	fmt.Printf("leader %s; SOAP sessions of the CCM per vCenter (both replicas running):%s\n", leader, sessions)
+
+	killed := time.Now()
+	leader.kill()
+	if err := registerAll(ctx, e.kube, later); err != nil {
+		return nil, err
+	}
+	times, err := initTimes(ctx, e.kube, later, killed, 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	took := quantile(times, 1)
+	fmt.Printf("leader killed: %d Nodes registered right after initialized %s later (lease duration %v)\n", len(later), seconds(took), leaseDuration)
+	return []report{
+		{fmt.Sprintf("failover: leader killed -> new Nodes initialized (lease %v)", leaseDuration), seconds(took), fmt.Sprintf("<= %v", leaseDuration+10*time.Second)},
+		{"failover: CCM SOAP sessions per vCenter, leader + standby", sessions, "1 each (standby: 0)"},
+	}, nil
+}

@@ -1,0 +1,65 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+)
+
+// leaseAcquired is what the leader-election library logs on winning.
+const leaseAcquired = "Successfully acquired lease"
+
+// TestLeaderFailover runs two replicas with leader election, as the shipped
+// Deployment does. Only the leader holds vCenter sessions; after it is
+// killed with SIGKILL (no lease release, no logout), the standby takes
+// over and initializes a Node registered afterwards. The time is printed;
+// make bench holds the target (lease duration + 10 s).
+func TestLeaderFailover(t *testing.T) {
+	h := setup(t)
+	const lease = 6 * time.Second
+	le := []string{"--leader-elect=true", "--leader-elect-lease-duration=" + lease.String(),
+		"--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+	replicas := []*ccm{h.startCCM(le...), h.startCCM(le...)}
+	a, b := h.fleet.VCenter("vc-a"), h.fleet.VCenter("vc-b")
+	h.register(t, a.VMs[0], false)
+	h.waitInitialized(t, a.VMs[0])
+
+	var leader, standby *ccm
+	poll.NoError(t, "one leader", 30*time.Second, func() error {
+		var won []*ccm
+		for _, r := range replicas {
+			if strings.Contains(r.logText(), leaseAcquired) {
+				won = append(won, r)
+			}
+		}
+		if len(won) != 1 {
+			return fmt.Errorf("%d replicas hold the lease", len(won))
+		}
+		leader = won[0]
+		return nil
+	})
+	standby = replicas[0]
+	if standby == leader {
+		standby = replicas[1]
+	}
+	// The standby holds no vCenter session: each vCenter has the leader's only.
+	for _, v := range h.fleet.VCenters {
+		if n, err := v.CountSessions(h.ctx); err != nil || n != 1 {
+			t.Errorf("%s: %d sessions of the CCM (%v), want 1: the leader's", v.Name, n, err)
+		}
+	}
+
+	killed := time.Now()
+	leader.kill()
+	h.register(t, b.VMs[0], false)
+	h.waitInitialized(t, b.VMs[0])
+	t.Logf("a Node registered after the leader was killed was initialized %.1fs later (lease duration %v)", time.Since(killed).Seconds(), lease)
+	if !strings.Contains(standby.logText(), leaseAcquired) {
+		t.Errorf("the standby did not log taking the lease")
+	}
+}

@@ -1,0 +1,160 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// TestNodesInitialized: every Node (half of them reporting the byte-swapped
+// SMBIOS UUID) gets providerID, addresses, instance type, zone and region
+// from its vCenter, at the highest verbosity without a password in the log.
+func TestNodesInitialized(t *testing.T) {
+	h := setup(t)
+	c := h.startCCM("--v=10")
+	h.registerAll(t)
+	h.waitInitialized(t, h.fleet.VMs()...)
+	if !strings.Contains(c.logText(), "-v=10 lowered to 7") {
+		t.Errorf("no warning about the verbosity cap in the CCM log")
+	}
+}
+
+// TestGhostNode: a Node whose VM exists in no vCenter gets a VMNotFound
+// event, never a guess, and (every vCenter answered) is deleted.
+func TestGhostNode(t *testing.T) {
+	h := setup(t)
+	h.startCCM()
+	must(t, controlplane.RegisterNode(h.ctx, h.kube, "ghost-node", "4299FFFF-0000-4000-8000-000000000000"))
+	h.waitEvent(t, "ghost-node", "VMNotFound", "ghost-node")
+	poll.NoError(t, "ghost node deleted", 30*time.Second, func() error {
+		if _, err := h.node("ghost-node"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// TestPowerOff: a powered-off VM's Node gets the shutdown taint and loses
+// it when the VM is back and the kubelet reports Ready.
+func TestPowerOff(t *testing.T) {
+	h := setup(t)
+	h.startCCM()
+	b := h.fleet.VCenter("vc-b")
+	vm := b.VMs[0]
+	h.register(t, vm, false)
+	h.waitInitialized(t, vm)
+	obj := object.NewVirtualMachine(b.Admin(), vm.Ref)
+	task, err := obj.PowerOff(h.ctx)
+	must(t, err)
+	must(t, task.Wait(h.ctx))
+	poll.NoError(t, "shutdown taint", 30*time.Second, func() error {
+		n, err := h.node(vm.Name)
+		if err != nil || !hasTaint(n, shutdownTaint) {
+			return fmt.Errorf("no shutdown taint (%v)", err)
+		}
+		return nil
+	})
+	task, err = obj.PowerOn(h.ctx)
+	must(t, err)
+	must(t, task.Wait(h.ctx))
+	// The kubelet reports Ready again.
+	n, err := h.node(vm.Name)
+	must(t, err)
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}
+	_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, n, metav1.UpdateOptions{})
+	must(t, err)
+	poll.NoError(t, "shutdown taint removed", 30*time.Second, func() error {
+		n, err := h.node(vm.Name)
+		if err != nil || hasTaint(n, shutdownTaint) {
+			return fmt.Errorf("still tainted (%v)", err)
+		}
+		return nil
+	})
+}
+
+// TestDestroyedVM: the Node of a destroyed VM is deleted (absence proven
+// by BIOS UUID in every vCenter).
+func TestDestroyedVM(t *testing.T) {
+	h := setup(t)
+	h.startCCM()
+	c := h.fleet.VCenter("vc-c")
+	vm := c.VMs[0]
+	h.register(t, vm, false)
+	h.waitInitialized(t, vm)
+	obj := object.NewVirtualMachine(c.Admin(), vm.Ref)
+	task, err := obj.PowerOff(h.ctx)
+	must(t, err)
+	must(t, task.Wait(h.ctx))
+	task, err = obj.Destroy(h.ctx)
+	must(t, err)
+	must(t, task.Wait(h.ctx))
+	poll.NoError(t, "node deleted", 30*time.Second, func() error {
+		if _, err := h.node(vm.Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("node still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// TestAbsenceNeedsProof: NotReady Nodes whose VMs cannot be found are
+// deleted only on proof. One has a systemUUID that no VM has, the other
+// none at all (only its name could find a VM). While vc-b is down neither
+// is deleted; once it is back the first is (its absence is proven by BIOS
+// UUID in every vCenter), the second never is (a miss by name is no proof).
+func TestAbsenceNeedsProof(t *testing.T) {
+	h := setup(t)
+	b := h.fleet.VCenter("vc-b")
+	must(t, b.SetMode(vcsim.Down))
+	c := h.startCCM()
+	const byUUID, byName = "uuid-unknown", "name-only"
+	must(t, controlplane.RegisterNode(h.ctx, h.kube, byUUID, "4299EEEE-0000-4000-8000-000000000000"))
+	must(t, controlplane.RegisterNode(h.ctx, h.kube, byName, ""))
+	for _, name := range []string{byUUID, byName} {
+		n, err := h.node(name)
+		must(t, err)
+		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletNotReady"}}
+		_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, n, metav1.UpdateOptions{})
+		must(t, err)
+	}
+	// Asked, the CCM says "cannot tell" and why.
+	for _, name := range []string{byUUID, byName} {
+		h.waitEvent(t, name, "VCenterUnreachable", `vCenter "vc-b"`)
+	}
+	for _, name := range []string{byUUID, byName} {
+		if _, err := h.node(name); err != nil {
+			t.Fatalf("%s deleted without proof: %v", name, err)
+		}
+	}
+
+	must(t, b.SetMode(vcsim.Up))
+	poll.NoError(t, byUUID+" deleted once every vCenter answered", 60*time.Second, func() error {
+		if _, err := h.node(byUUID); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	h.waitEvent(t, byName, "VMNotFound", "absence is not proven", "a miss by VM name or guest host name is no proof")
+	// Sync point: two verdicts on the name-only Node with every vCenter
+	// healthy; it must still be there.
+	poll.True(t, "two lifecycle passes", func() bool {
+		return c.metric(t, `vsphere_ccm_vm_absence_verdicts_total{verdict="unproven"}`) >= 2
+	})
+	if _, err := h.node(byName); err != nil {
+		t.Fatalf("%s deleted on name evidence: %v", byName, err)
+	}
+	if got := c.metric(t, `vsphere_ccm_vm_absence_verdicts_total{verdict="gone"}`); got != 1 {
+		t.Errorf("%v gone verdicts, want 1 (%s)", got, byUUID)
+	}
+}

@@ -1,0 +1,100 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+)
+
+// TestConfigMistake: a config mistake exits non-zero with file:line, the
+// field path and a suggestion.
+func TestConfigMistake(t *testing.T) {
+	h := setup(t)
+	bad := filepath.Join(h.work, "bad.yaml")
+	must(t, os.WriteFile(bad, []byte("global:\n  port: 443\nvcenter:\n  x:\n    server: vc.example.com\n    insecureFlg: true\n"), 0o600))
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(h.ctx, h.binary, "--cloud-config="+bad, "--kubeconfig="+h.cp.Kubeconfig)
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("exit: %v", err)
+	}
+	if !strings.Contains(stderr.String(), bad+":6: vcenter[\"x\"].insecureFlg") || !strings.Contains(stderr.String(), "did you mean insecureFlag") {
+		t.Errorf("stderr does not name file:line and field:\n%s", stderr.String())
+	}
+}
+
+// TestHelmChart: the chart renders manifests the API server accepts.
+func TestHelmChart(t *testing.T) {
+	h := setup(t)
+	objs := h.helmManifests("kube-system")
+	if len(objs) < 10 {
+		t.Fatalf("the chart rendered %d objects", len(objs))
+	}
+	h.dryRunApply(t, objs)
+}
+
+// TestTopologyExplain: the subcommand reads the Secret through a
+// kubeconfig and explains one node.
+func TestTopologyExplain(t *testing.T) {
+	h := setup(t)
+	vm := h.fleet.VCenter("vc-a").VMs[0]
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(h.ctx, h.binary, "topology", "explain", "--cloud-config", h.cfgPath,
+		"--kubeconfig", h.cp.Kubeconfig, "--node", vm.Name, "-o", "json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("topology explain: %v\n%s", err, stderr.String())
+	}
+	var ex provider.Explanation
+	must(t, json.Unmarshal(stdout.Bytes(), &ex))
+	if len(ex.Placements) != 1 || ex.Placements[0].VM != vm.Name || ex.Placements[0].Zone == nil ||
+		ex.Placements[0].Zone.Value != "zone-"+vm.Cluster || !strings.Contains(ex.Placements[0].Zone.From, "cluster "+vm.Cluster) {
+		t.Errorf("explain: %s", stdout.String())
+	}
+}
+
+// TestHealthAndMetrics: /healthz and /metrics are served; the metrics
+// show every vCenter, the requests by method and the caches, and no
+// password.
+func TestHealthAndMetrics(t *testing.T) {
+	h := setup(t)
+	c := h.startCCM()
+	h.registerAll(t)
+	h.waitInitialized(t, h.fleet.VMs()...)
+	body, err := c.get("/healthz")
+	must(t, err)
+	if body != "ok" {
+		t.Errorf("/healthz: %q", body)
+	}
+	want := []string{
+		`vsphere_ccm_vcenter_up{vcenter="vc-a"} 1`, `vsphere_ccm_vcenter_up{vcenter="vc-b"} 1`,
+		`vsphere_ccm_vcenter_logins_total{result="success",vcenter="vc-a"}`,
+		`vsphere_ccm_node_lookups_total{result="found"}`,
+		`vsphere_ccm_vcenter_requests_total{api="soap",method="WaitForUpdatesEx",outcome="ok",vcenter="vc-b"}`,
+		`vsphere_ccm_vcenter_requests_total{api="rest",method="tagging/tag-association:list-attached-tags-on-objects",outcome="ok",vcenter="vc-c"}`,
+		`vsphere_ccm_inventory_vms{vcenter="vc-b"} 3`,
+		`vsphere_ccm_tag_cache_age_seconds{vcenter="vc-a"}`,
+		`vsphere_ccm_vcenter_unusable_seconds{vcenter="vc-c"} 0`,
+	}
+	body, err = c.get("/metrics")
+	must(t, err)
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("/metrics lacks %s", w)
+		}
+	}
+	for _, pw := range h.passwords() {
+		if strings.Contains(body, pw) || strings.Contains(body, "password") {
+			t.Errorf("/metrics mentions a password")
+		}
+	}
+}
