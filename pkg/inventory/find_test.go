@@ -18,8 +18,10 @@ type countingClient struct {
 	calls atomic.Int32
 }
 
-func (c *countingClient) Name() string                   { return c.name }
-func (c *countingClient) Config() config.VCenter         { return config.VCenter{Name: c.name, Server: c.name + ".example.test"} }
+func (c *countingClient) Name() string { return c.name }
+func (c *countingClient) Config() config.VCenter {
+	return config.VCenter{Name: c.name, Server: c.name + ".example.test"}
+}
 func (c *countingClient) Health() vcenter.Health         { return vcenter.Health{State: vcenter.Connected} }
 func (c *countingClient) HealthChanged() <-chan struct{} { return make(chan struct{}) }
 func (c *countingClient) Do(context.Context, func(context.Context, *vcenter.Session) error) error {
@@ -41,7 +43,10 @@ func TestMissBeforeFirstReadAsksNothing(t *testing.T) {
 			return err
 		},
 		"name": func() error { _, err := inv.FindByName(context.Background(), "node-1"); return err },
-		"host": func() error { _, err := inv.FindByGuestHostname(context.Background(), "node-1.example.test"); return err },
+		"host": func() error {
+			_, err := inv.FindByGuestHostname(context.Background(), "node-1.example.test")
+			return err
+		},
 	}
 	for name, lookup := range lookups {
 		t.Run(name, func(t *testing.T) {
