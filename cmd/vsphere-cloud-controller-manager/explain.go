@@ -63,7 +63,8 @@ placements and unreachable vCenters. Exit status 0 when there is no problem,
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.Background(), "explain").V(1))
-			p, err := provider.New(cfg, provider.Options{})
+			// Every VM is explained unless one is asked for.
+			p, err := provider.New(cfg, provider.Options{AllVMDetails: nodeName == "" && uuid == ""})
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -25,10 +26,14 @@ type Client interface {
 	Do(ctx context.Context, fn func(context.Context, *vcenter.Session) error) error
 }
 
-// Index is the inventory of one vCenter.
+// Index is the inventory of one vCenter: the identity (BIOS UUID, name,
+// guest host name) of every VM in scope, the details of the VMs lookups
+// asked for (the Nodes; or of every VM, for tools), and the hosts,
+// clusters, folders, datacenters and pools above them.
 type Index struct {
-	client Client
-	log    klog.Logger
+	client     Client
+	log        klog.Logger
+	allDetails bool
 
 	mu        sync.RWMutex
 	data      *data
@@ -37,28 +42,40 @@ type Index struct {
 	syncErr   error         // the last update round failed
 	syncedAt  time.Time     // last successful update round
 	syncedCh  chan struct{} // closed at the next completed full read, then replaced
+	detailCh  chan struct{} // closed when details arrive, then replaced
+
+	// Interest: the VMs whose details are kept, by reference value. The
+	// current collector's list view holds them all but pending.
+	interest map[string]bool
+	pending  map[string]bool
+	coll     *collector    // nil while none is usable
+	wantCh   chan struct{} // signalled when pending grows
 }
 
 type ref = types.ManagedObjectReference
 
 // data is one consistent copy of a vCenter's inventory.
 type data struct {
-	vms     map[ref]*VM
 	objects map[ref]*Object
-	byUUID  map[string][]ref
-	byIUUID map[string][]ref
-	byName  map[string][]ref
-	byHost  map[string][]ref // guest host name, lower case
+	vms     map[string]*ident // every VM in scope, by reference value
+	byUUID  multimap[uuidKey]
+	byName  multimap[string]
+	byHost  multimap[string] // guest host name, lower case
+	details map[string]*VM   // VMs of interest, by reference value
 }
 
 func newData() *data {
-	return &data{vms: map[ref]*VM{}, objects: map[ref]*Object{}, byUUID: map[string][]ref{},
-		byIUUID: map[string][]ref{}, byName: map[string][]ref{}, byHost: map[string][]ref{}}
+	return &data{objects: map[ref]*Object{}, vms: map[string]*ident{}, byUUID: newMultimap[uuidKey](),
+		byName: newMultimap[string](), byHost: newMultimap[string](), details: map[string]*VM{}}
 }
 
-// NewIndex returns an empty index for one vCenter; Run fills it.
-func NewIndex(c Client) *Index {
-	return &Index{client: c, data: newData(), log: klog.Background(), syncedCh: make(chan struct{})}
+// NewIndex returns an empty index for one vCenter; Run fills it. With
+// allDetails it keeps every VM's details (tools that list every VM);
+// otherwise only those of the VMs lookups ask for.
+func NewIndex(c Client, allDetails bool) *Index {
+	return &Index{client: c, data: newData(), log: klog.Background(), allDetails: allDetails,
+		syncedCh: make(chan struct{}), detailCh: make(chan struct{}),
+		interest: map[string]bool{}, pending: map[string]bool{}, wantCh: make(chan struct{}, 1)}
 }
 
 // VCenter is the name of the vCenter.
@@ -141,19 +158,20 @@ func (ix *Index) notifyLocked() {
 	ix.syncedCh = make(chan struct{})
 }
 
-// Len is the number of VMs known.
+// Len is the number of VMs known (templates included).
 func (ix *Index) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return len(ix.data.vms)
 }
 
-// VMs returns every VM (not templates), sorted by name.
+// VMs returns every VM whose details are kept (not templates), sorted by
+// name: the VMs lookups asked for, or every VM with allDetails.
 func (ix *Index) VMs() []VM {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	out := make([]VM, 0, len(ix.data.vms))
-	for _, vm := range ix.data.vms {
+	out := make([]VM, 0, len(ix.data.details))
+	for _, vm := range ix.data.details {
 		if !vm.Template {
 			out = append(out, ix.data.complete(ix.VCenter(), vm))
 		}
@@ -162,12 +180,12 @@ func (ix *Index) VMs() []VM {
 	return out
 }
 
-// VM returns a known VM by reference.
+// VM returns a VM whose details are kept, by reference.
 func (ix *Index) VM(r types.ManagedObjectReference) (VM, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	vm, ok := ix.data.vms[r]
-	if !ok || vm.Template {
+	vm, ok := ix.data.details[r.Value]
+	if !ok || vm.Template || r.Type != "VirtualMachine" {
 		return VM{}, false
 	}
 	return ix.data.complete(ix.VCenter(), vm), true
@@ -195,38 +213,107 @@ func (ix *Index) Objects() []Object {
 	return out
 }
 
-// Refs returns the reference of every object and every VM (not
-// templates), unordered: what tags can be attached to.
+// Refs returns the reference of every object and of every VM whose
+// details are kept (not templates), unordered: what tags are read for.
 func (ix *Index) Refs() []types.ManagedObjectReference {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	out := make([]types.ManagedObjectReference, 0, len(ix.data.objects)+len(ix.data.vms))
+	out := make([]types.ManagedObjectReference, 0, len(ix.data.objects)+len(ix.data.details))
 	for r := range ix.data.objects {
 		out = append(out, r)
 	}
-	for r, vm := range ix.data.vms {
+	for _, vm := range ix.data.details {
 		if !vm.Template {
-			out = append(out, r)
+			out = append(out, vm.Ref)
 		}
 	}
 	return out
 }
 
-// lookup returns the VMs whose key (in the named map) is one of keys.
-func (ix *Index) lookup(which func(*data) map[string][]ref, keys ...string) []VM {
+// match is one VM a lookup found in an index; vm holds only its identity
+// until its details are read (see detail).
+type match struct {
+	ix       *Index
+	ref      string
+	vm       VM
+	detailed bool
+}
+
+// lookup returns the VMs (not templates) the key function finds.
+func (ix *Index) lookup(find func(*data) []*ident) []match {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	var out []VM
-	seen := map[ref]bool{}
-	for _, k := range keys {
-		for _, r := range which(ix.data)[k] {
-			if vm := ix.data.vms[r]; vm != nil && !vm.Template && !seen[r] {
-				seen[r] = true
-				out = append(out, ix.data.complete(ix.VCenter(), vm))
-			}
+	var out []match
+	seen := map[string]bool{}
+	for _, id := range find(ix.data) {
+		if id.template || seen[id.ref] {
+			continue
 		}
+		seen[id.ref] = true
+		m := match{ix: ix, ref: id.ref}
+		if vm, ok := ix.data.details[id.ref]; ok {
+			m.vm, m.detailed = ix.data.complete(ix.VCenter(), vm), true
+		} else {
+			m.vm = VM{VCenter: ix.VCenter(), Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref},
+				Name: id.name, UUID: id.uuidString(), GuestHostname: id.host}
+		}
+		out = append(out, m)
 	}
 	return out
+}
+
+// detailWait bounds how long a lookup waits for a VM's details to arrive.
+const detailWait = 15 * time.Second
+
+// detail returns the VM with its details, asking for them if they are not
+// kept yet: the VM is added to the collector's list view, and its details
+// arrive with the next update.
+func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
+	ctx, cancel := context.WithTimeout(ctx, detailWait)
+	defer cancel()
+	for {
+		ix.mu.Lock()
+		if vm, ok := ix.data.details[r]; ok {
+			out := ix.data.complete(ix.VCenter(), vm)
+			ix.mu.Unlock()
+			return out, nil
+		}
+		id, ok := ix.data.vms[r]
+		if !ok {
+			ix.mu.Unlock()
+			return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())
+		}
+		name := id.name
+		ix.wantLocked(r)
+		ch := ix.detailCh
+		ix.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return VM{}, fmt.Errorf("VM %q (%s) in vCenter %q: its details were not read within %v: %w", name, r, ix.VCenter(), detailWait, ctx.Err())
+		}
+	}
+}
+
+// wantLocked adds a VM to the interest.
+func (ix *Index) wantLocked(r string) {
+	if ix.allDetails || ix.interest[r] {
+		return
+	}
+	ix.interest[r] = true
+	ix.pending[r] = true
+	select {
+	case ix.wantCh <- struct{}{}:
+	default:
+	}
+}
+
+func (id *ident) uuidString() string {
+	if id.uuid == (uuidKey{}) {
+		return ""
+	}
+	h := hex.EncodeToString(id.uuid[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // complete copies vm with VCenter and Datacenter filled in.
@@ -271,74 +358,68 @@ func (ix *Index) Ancestors(r types.ManagedObjectReference) []Object {
 	return out
 }
 
-// put adds or replaces a VM, keeping the key maps right.
-func (d *data) putVM(r ref, vm *VM) {
-	if old := d.vms[r]; old != nil {
-		d.unindex(r, old)
+func (d *data) index(id *ident) {
+	if id.uuid != (uuidKey{}) {
+		d.byUUID.add(id.uuid, id)
 	}
-	d.vms[r] = vm
-	d.index(r, vm)
-}
-
-func (d *data) deleteVM(r ref) {
-	if old := d.vms[r]; old != nil {
-		d.unindex(r, old)
-		delete(d.vms, r)
+	if id.name != "" {
+		d.byName.add(id.name, id)
+	}
+	if id.host != "" {
+		d.byHost.add(id.host, id)
 	}
 }
 
-func (d *data) index(r ref, vm *VM) {
-	add := func(m map[string][]ref, k string) {
-		if k != "" {
-			m[k] = append(m[k], r)
-		}
+func (d *data) unindex(id *ident) {
+	if id.uuid != (uuidKey{}) {
+		d.byUUID.remove(id.uuid, id)
 	}
-	add(d.byUUID, vm.UUID)
-	add(d.byIUUID, vm.InstanceUUID)
-	add(d.byName, vm.Name)
-	add(d.byHost, strings.ToLower(vm.GuestHostname))
+	if id.name != "" {
+		d.byName.remove(id.name, id)
+	}
+	if id.host != "" {
+		d.byHost.remove(id.host, id)
+	}
 }
 
-func (d *data) unindex(r ref, vm *VM) {
-	del := func(m map[string][]ref, k string) {
-		if k == "" {
-			return
-		}
-		list := slices.DeleteFunc(m[k], func(x ref) bool { return x == r })
-		if len(list) == 0 {
-			delete(m, k)
-		} else {
-			m[k] = list
-		}
-	}
-	del(d.byUUID, vm.UUID)
-	del(d.byIUUID, vm.InstanceUUID)
-	del(d.byName, vm.Name)
-	del(d.byHost, strings.ToLower(vm.GuestHostname))
-}
-
-// apply applies property collector updates.
-func (d *data) apply(updates []types.ObjectUpdate) {
+// applyIdentity applies updates of the filter over every VM and object:
+// identities, names and parents; with details, the VMs' details too.
+// It reports whether details changed.
+func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) bool {
+	changed := false
 	for _, u := range updates {
 		r := u.Obj
-		if u.Kind == types.ObjectUpdateKindLeave {
-			if r.Type == "VirtualMachine" {
-				d.deleteVM(r)
+		if r.Type == "VirtualMachine" {
+			if u.Kind == types.ObjectUpdateKindLeave {
+				if id := d.vms[r.Value]; id != nil {
+					d.unindex(id)
+					delete(d.vms, r.Value)
+				}
+				if _, ok := d.details[r.Value]; ok {
+					delete(d.details, r.Value)
+					changed = true
+				}
+				continue
+			}
+			id := d.vms[r.Value]
+			if id == nil {
+				id = &ident{ref: r.Value}
+				d.vms[r.Value] = id
 			} else {
-				delete(d.objects, r)
+				d.unindex(id)
+			}
+			for _, c := range u.ChangeSet {
+				applyIdent(id, c)
+			}
+			d.index(id)
+			if details {
+				d.applyDetails(u)
+				changed = true
 			}
 			continue
 		}
-		if r.Type == "VirtualMachine" {
-			vm := &VM{Ref: r}
-			if old := d.vms[r]; old != nil {
-				c := *old
-				vm = &c
-			}
-			for _, c := range u.ChangeSet {
-				applyVM(vm, c)
-			}
-			d.putVM(r, vm)
+		if u.Kind == types.ObjectUpdateKindLeave {
+			delete(d.objects, r)
 			continue
 		}
 		o := d.objects[r]
@@ -354,6 +435,40 @@ func (d *data) apply(updates []types.ObjectUpdate) {
 				o.Parent, _ = c.Val.(types.ManagedObjectReference)
 			}
 		}
+	}
+	return changed
+}
+
+// applyDetails applies one update of a VM's details (the list view's
+// filter, or the single filter with allDetails).
+func (d *data) applyDetails(u types.ObjectUpdate) {
+	r := u.Obj
+	if u.Kind == types.ObjectUpdateKindLeave {
+		delete(d.details, r.Value)
+		return
+	}
+	vm := d.details[r.Value]
+	if vm == nil {
+		vm = &VM{Ref: r}
+		d.details[r.Value] = vm
+	}
+	for _, c := range u.ChangeSet {
+		applyVM(vm, c)
+	}
+}
+
+func applyIdent(id *ident, c types.PropertyChange) {
+	switch c.Name {
+	case "name":
+		id.name, _ = c.Val.(string)
+	case "config.uuid":
+		s, _ := c.Val.(string)
+		id.uuid, _ = parseUUID(s)
+	case "config.template":
+		id.template, _ = c.Val.(bool)
+	case "guest.hostName":
+		s, _ := c.Val.(string)
+		id.host = strings.ToLower(s)
 	}
 }
 
@@ -407,7 +522,11 @@ func nicsOf(in []types.GuestNicInfo) []NIC {
 	return out
 }
 
-// vmProperties are the VM properties the index follows.
+// identityProperties are the VM properties followed for every VM.
+var identityProperties = []string{"name", "config.uuid", "config.template", "guest.hostName"}
+
+// vmProperties are the VM properties followed for the VMs whose details
+// are kept.
 var vmProperties = []string{
 	"name", "parent", "resourcePool", "config.uuid", "config.instanceUuid", "config.guestId",
 	"config.template", "config.hardware.numCPU", "config.hardware.memoryMB",

@@ -23,6 +23,10 @@ type Options struct {
 	// MaxWait bounds each WaitForUpdatesEx long poll (default 30s; keep it
 	// below the request timeout).
 	MaxWait time.Duration
+	// AllDetails keeps every VM's details (tools that list every VM). The
+	// controller manager keeps them only for the VMs lookups ask for: a
+	// vCenter's other VMs cost only their identity.
+	AllDetails bool
 }
 
 // Inventory is the set of per-vCenter indexes.
@@ -39,7 +43,7 @@ func New(clients []Client, opts Options) *Inventory {
 	}
 	inv := &Inventory{opts: opts}
 	for _, c := range clients {
-		inv.indexes = append(inv.indexes, NewIndex(c))
+		inv.indexes = append(inv.indexes, NewIndex(c, opts.AllDetails))
 	}
 	return inv
 }
@@ -100,7 +104,15 @@ func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
 	}
 	key := fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", u, SwapUUID(u))
 	return inv.find(ctx, key,
-		func(ix *Index) []VM { return ix.lookup(func(d *data) map[string][]ref { return d.byUUID }, keys...) },
+		func(d *data) []*ident {
+			var out []*ident
+			for _, k := range keys {
+				if uk, ok := parseUUID(k); ok {
+					out = append(out, d.byUUID.get(uk)...)
+				}
+			}
+			return out
+		},
 		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, keys) })
 }
 
@@ -109,7 +121,7 @@ func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
 // miss an error, not ErrNotFound.
 func (inv *Inventory) FindByName(ctx context.Context, name string) (VM, error) {
 	return inv.find(ctx, fmt.Sprintf("VM name %q", name),
-		func(ix *Index) []VM { return ix.lookup(func(d *data) map[string][]ref { return d.byName }, name) }, nil)
+		func(d *data) []*ident { return d.byName.get(name) }, nil)
 }
 
 // FindByGuestHostname finds the VM whose guest host name (VMware Tools) is
@@ -117,7 +129,7 @@ func (inv *Inventory) FindByName(ctx context.Context, name string) (VM, error) {
 func (inv *Inventory) FindByGuestHostname(ctx context.Context, name string) (VM, error) {
 	lower := strings.ToLower(name)
 	return inv.find(ctx, fmt.Sprintf("guest host name %q", name),
-		func(ix *Index) []VM { return ix.lookup(func(d *data) map[string][]ref { return d.byHost }, lower) },
+		func(d *data) []*ident { return d.byHost.get(lower) },
 		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchDNSName(ctx, name) })
 }
 
@@ -129,13 +141,13 @@ type searchFunc func(context.Context, *Index) ([]VM, error)
 // never read, or down, makes a miss an error without a request: a lookup
 // must not become one vSphere request per node (and per retry, and per
 // lifecycle pass) exactly when a vCenter is busiest.
-func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Index) []VM, search searchFunc) (VM, error) {
-	var found []VM
+func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*data) []*ident, search searchFunc) (VM, error) {
+	var found []match
 	var incomplete []error
 	var ask []*Index // read once, not current: worth a direct search on a miss
 	var stale error  // a match in a vCenter whose index is not current
 	for _, ix := range inv.indexes {
-		vms := fromIndex(ix)
+		vms := ix.lookup(fromIndex)
 		found = append(found, vms...)
 		ok, _, err := ix.Status()
 		switch {
@@ -146,17 +158,19 @@ func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Inde
 			incomplete = append(incomplete, err)
 		}
 		if len(vms) > 0 && stale == nil && !ix.answers() {
-			stale = fmt.Errorf("%s is in vCenter %q, which cannot be asked now: %w", vms[0].Location(), ix.VCenter(), err)
+			stale = fmt.Errorf("%s is in vCenter %q, which cannot be asked now: %w", vms[0].vm.Location(), ix.VCenter(), err)
 		}
 	}
 	switch {
 	case len(found) > 1:
-		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(found)}
+		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(vmsOf(ctx, found))}
 	case len(found) == 1 && stale != nil:
 		// Known, but its state may have changed: an error, not stale data.
 		return VM{}, &IncompleteError{Key: key, Causes: []error{stale}}
+	case len(found) == 1 && found[0].detailed:
+		return found[0].vm, nil
 	case len(found) == 1:
-		return found[0], nil
+		return found[0].ix.detail(ctx, found[0].ref)
 	case len(ask) == 0 && len(incomplete) > 0:
 		return VM{}, &IncompleteError{Key: key, Causes: incomplete}
 	case len(ask) == 0:
@@ -183,17 +197,23 @@ func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*Inde
 	}
 	wg.Wait()
 	causes := incomplete
+	var searched []VM
 	for _, r := range results {
-		found = append(found, r.vms...)
+		searched = append(searched, r.vms...)
 		if r.err != nil {
 			causes = append(causes, r.err)
 		}
 	}
 	switch {
-	case len(found) > 1:
-		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(found)}
-	case len(found) == 1:
-		return found[0], nil
+	case len(searched) > 1:
+		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(searched)}
+	case len(searched) == 1:
+		if ix := inv.Index(searched[0].VCenter); ix != nil {
+			ix.mu.Lock()
+			ix.wantLocked(searched[0].Ref.Value) // follow it from now on
+			ix.mu.Unlock()
+		}
+		return searched[0], nil
 	case len(causes) > 0:
 		return VM{}, &IncompleteError{Key: key, Causes: causes}
 	}
@@ -204,6 +224,21 @@ func (inv *Inventory) names() []string {
 	out := make([]string, len(inv.indexes))
 	for i, ix := range inv.indexes {
 		out[i] = ix.VCenter()
+	}
+	return out
+}
+
+// vmsOf returns the VMs of matches, with their details where they can be
+// read (an operator needs to know where each duplicate is).
+func vmsOf(ctx context.Context, ms []match) []VM {
+	out := make([]VM, len(ms))
+	for i, m := range ms {
+		out[i] = m.vm
+		if !m.detailed && m.ix.answers() {
+			if vm, err := m.ix.detail(ctx, m.ref); err == nil {
+				out[i] = vm
+			}
+		}
 	}
 	return out
 }

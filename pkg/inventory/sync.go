@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/find"
@@ -21,10 +22,14 @@ import (
 
 // collector is the server-side state of one sync: a private property
 // collector with one filter over container views of the configured
-// datacenters. It belongs to one session.
+// datacenters (every VM's identity, every object's name and parent) and
+// one over a list view of the VMs of interest (their details). It belongs
+// to one session.
 type collector struct {
 	session *vcenter.Session
 	pc      *property.Collector
+	list    *view.ListView // nil with allDetails
+	details types.ManagedObjectReference
 	version string
 	staging *data // set during a full sync until it is complete
 }
@@ -41,12 +46,18 @@ type collector struct {
 // change instead of polling.
 func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 	ix.log = klog.FromContext(ctx).WithName("inventory").WithValues("vcenter", ix.VCenter())
+	var wg sync.WaitGroup
 	var st *collector
 	defer func() {
+		ix.setCollector(nil)
 		if st != nil {
 			st.close(ctx)
 		}
+		wg.Wait()
 	}()
+	if !ix.allDetails {
+		wg.Go(func() { ix.addInterest(ctx) })
+	}
 	bo := retryBackoff()
 	for ctx.Err() == nil {
 		health := ix.client.HealthChanged()
@@ -54,6 +65,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 			if st != nil && st.session != s {
 				old := st
 				st = nil
+				ix.setCollector(nil)
 				go old.close(ctx) // best effort: the collector may be gone with its session
 			}
 			if st == nil {
@@ -62,6 +74,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 					st = nil
 					return err
 				}
+				ix.setCollector(st)
 				ix.beginFullRead()
 			}
 			return ix.waitOnce(ctx, st, maxWait)
@@ -76,6 +89,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 		if st != nil && !isTransient(err) {
 			old := st
 			st = nil
+			ix.setCollector(nil)
 			go old.close(ctx)
 		}
 		ix.mu.Lock()
@@ -172,6 +186,35 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collect
 	if err != nil {
 		return nil, fmt.Errorf("create property collector: %w", err)
 	}
+	st := &collector{session: s, pc: pc}
+	vmProps := identityProperties
+	if ix.allDetails {
+		vmProps = vmProperties
+	} else {
+		// The VMs of interest so far; those asked for from now on are
+		// added to the list view once the collector is current.
+		ix.mu.Lock()
+		wanted := make([]types.ManagedObjectReference, 0, len(ix.interest))
+		for r := range ix.interest {
+			wanted = append(wanted, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
+		}
+		clear(ix.pending)
+		ix.mu.Unlock()
+		if st.list, err = view.NewManager(c).CreateListView(ctx, wanted); err != nil {
+			_ = pc.Destroy(ctx)
+			return nil, fmt.Errorf("create list view: %w", err)
+		}
+		f, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
+			ObjectSet: []types.ObjectSpec{{Obj: st.list.Reference(), Skip: types.NewBool(true),
+				SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ListView", Path: "view"}}}},
+			PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}},
+		}})
+		if err != nil {
+			_ = pc.Destroy(ctx)
+			return nil, fmt.Errorf("create property filter: %w", err)
+		}
+		st.details = f.Reference()
+	}
 	spec := types.PropertyFilterSpec{}
 	for _, root := range roots {
 		kinds := append([]string{"VirtualMachine"}, objectKinds...)
@@ -192,7 +235,7 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collect
 			spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: r})
 		}
 	}
-	spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: "VirtualMachine", PathSet: vmProperties})
+	spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: "VirtualMachine", PathSet: vmProps})
 	for _, k := range objectKinds {
 		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: k, PathSet: []string{"name", "parent"}})
 	}
@@ -200,7 +243,7 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collect
 		_ = pc.Destroy(ctx)
 		return nil, fmt.Errorf("create property filter: %w", err)
 	}
-	return &collector{session: s, pc: pc}, nil
+	return st, nil
 }
 
 // maxObjectUpdates bounds one page of the full read (a vCenter may page
@@ -228,12 +271,22 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	st.version = set.Version
 	truncated := set.Truncated != nil && *set.Truncated
-	var updates []types.ObjectUpdate
-	for _, fs := range set.FilterSet {
-		updates = append(updates, fs.ObjectSet...)
+	apply := func(d *data) bool {
+		changed := false
+		for _, fs := range set.FilterSet {
+			if fs.Filter == st.details {
+				for _, u := range fs.ObjectSet {
+					d.applyDetails(u)
+				}
+				changed = changed || len(fs.ObjectSet) > 0
+			} else if d.applyIdentity(fs.ObjectSet, ix.allDetails) {
+				changed = true
+			}
+		}
+		return changed
 	}
 	if st.staging != nil {
-		st.staging.apply(updates)
+		apply(st.staging)
 		if truncated {
 			return nil
 		}
@@ -245,16 +298,96 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		ix.syncedAt = time.Now()
 		n := len(ix.data.vms)
 		ix.notifyLocked()
+		ix.notifyDetailsLocked()
 		ix.mu.Unlock()
 		st.staging = nil
 		ix.log.V(1).Info("Inventory synced", "vms", n)
 		return nil
 	}
 	ix.mu.Lock()
-	ix.data.apply(updates)
+	if apply(ix.data) {
+		ix.notifyDetailsLocked()
+	}
 	ix.currentLocked()
 	ix.mu.Unlock()
 	return nil
+}
+
+func (ix *Index) notifyDetailsLocked() {
+	close(ix.detailCh)
+	ix.detailCh = make(chan struct{})
+}
+
+// setCollector makes st the collector that VMs of interest are added to
+// (nil: none until the next one is created, which takes them all).
+func (ix *Index) setCollector(st *collector) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.coll = st
+	if st != nil && len(ix.pending) > 0 {
+		select {
+		case ix.wantCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// errReplaced: the collector changed while VMs were added to its list
+// view; the next one holds them.
+var errReplaced = errors.New("collector replaced")
+
+// addInterest adds the VMs lookups ask for to the current collector's list
+// view, in batches (one request for every VM asked for while the previous
+// request ran), until ctx ends. Their details arrive with the next update.
+func (ix *Index) addInterest(ctx context.Context) {
+	bo := retryBackoff()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ix.wantCh:
+		}
+		for ctx.Err() == nil {
+			ix.mu.Lock()
+			st := ix.coll
+			refs := make([]types.ManagedObjectReference, 0, len(ix.pending))
+			for r := range ix.pending {
+				refs = append(refs, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
+			}
+			ix.mu.Unlock()
+			if st == nil || len(refs) == 0 {
+				break // setCollector signals when one is usable
+			}
+			err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+				if s != st.session {
+					return errReplaced
+				}
+				_, err := st.list.Add(ctx, refs)
+				return err
+			})
+			if errors.Is(err, errReplaced) {
+				break
+			}
+			if err != nil {
+				ix.log.V(2).Info("Could not add VMs to the list view; retrying", "vms", len(refs), "err", err)
+				t := time.NewTimer(bo.Step())
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+				t.Stop()
+				continue
+			}
+			bo = retryBackoff()
+			ix.mu.Lock()
+			if ix.coll == st {
+				for _, r := range refs {
+					delete(ix.pending, r.Value)
+				}
+			}
+			ix.mu.Unlock()
+		}
+	}
 }
 
 func (ix *Index) markCurrent() {

@@ -50,6 +50,9 @@ type NIC struct {
 
 // Location names a VM for humans: vCenter/datacenter/name (moref).
 func (vm VM) Location() string {
+	if vm.Datacenter == "" { // known only by its identity so far
+		return fmt.Sprintf("%s/%s (%s)", vm.VCenter, vm.Name, vm.Ref.Value)
+	}
 	return fmt.Sprintf("%s/%s/%s (%s)", vm.VCenter, vm.Datacenter, vm.Name, vm.Ref.Value)
 }
 

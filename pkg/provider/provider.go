@@ -50,6 +50,10 @@ type Options struct {
 	// InventoryMaxWait bounds each inventory long poll (default 30s, at
 	// most half the request timeout).
 	InventoryMaxWait time.Duration
+	// AllVMDetails keeps the details (placement, addresses, hardware) of
+	// every VM, for tools that list every VM. The controller manager keeps
+	// them only for the VMs of the Nodes it looks up.
+	AllVMDetails bool
 	// Metrics, if set, receive request, login and lookup counts and are
 	// refreshed every 10 seconds.
 	Metrics *Metrics
@@ -131,7 +135,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 		ic = append(ic, c)
 		tc = append(tc, c)
 	}
-	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait})
+	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails})
 	p.inv.Run(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc)
 	p.topo.Run(ctx)

@@ -1,0 +1,69 @@
+package inventory_test
+
+import (
+	"testing"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+)
+
+// TestDetailsOnlyForVMsAskedFor: the index knows every VM by identity but
+// keeps details (placement, addresses, power state) only for the VMs a
+// lookup asked for; those are then followed without being asked again,
+// also across a new session.
+func TestDetailsOnlyForVMsAskedFor(t *testing.T) {
+	e := setup(t)
+	c := e.fleet.VCenter("vc-c")
+	ix := e.inv.Index("vc-c")
+	if ix.Len() != len(c.VMs) || len(ix.VMs()) != 0 {
+		t.Fatalf("before any lookup: %d identities (want %d), %d with details (want 0)", ix.Len(), len(c.VMs), len(ix.VMs()))
+	}
+
+	target := c.VMs[0]
+	got, err := e.inv.FindByUUID(e.ctx, target.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Datacenter == "" || got.Host != target.HostRef || len(got.NICs) == 0 || got.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		t.Errorf("the lookup returned no details: %+v", got)
+	}
+	if n := len(ix.VMs()); n != 1 {
+		t.Errorf("%d VMs with details after one lookup, want 1", n)
+	}
+
+	// Followed: a change arrives without another lookup.
+	vm := object.NewVirtualMachine(c.Admin(), target.Ref)
+	task, err := vm.PowerOff(e.ctx)
+	if err == nil {
+		err = task.Wait(e.ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "power state followed", func() bool {
+		d, ok := ix.VM(target.Ref)
+		return ok && d.PowerState == types.VirtualMachinePowerStatePoweredOff
+	})
+
+	// A new session: the new collector follows the same VMs.
+	if n, err := c.TerminateSessions(e.ctx); err != nil || n == 0 {
+		t.Fatalf("terminate sessions: %d, %v", n, err)
+	}
+	task, err = vm.PowerOn(e.ctx)
+	if err == nil {
+		err = task.Wait(e.ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "followed after a new session", func() bool {
+		d, ok := ix.VM(target.Ref)
+		complete, _, _ := ix.Status()
+		return complete && ok && d.PowerState == types.VirtualMachinePowerStatePoweredOn
+	})
+	if n := len(ix.VMs()); n != 1 {
+		t.Errorf("%d VMs with details after the new session, want 1", n)
+	}
+}

@@ -1,0 +1,85 @@
+package inventory
+
+import (
+	"encoding/hex"
+	"slices"
+	"strings"
+)
+
+// ident is what the index keeps for every VM in scope: enough to find it
+// by BIOS UUID, VM name or guest host name, and to say it is absent. It
+// is a few hundred bytes per VM, so a vCenter with tens of thousands of
+// VMs costs megabytes; everything else about a VM (its details) is kept
+// only for the VMs lookups ask for: the Nodes.
+type ident struct {
+	ref      string  // managed object reference value; the type is VirtualMachine
+	uuid     uuidKey // BIOS UUID; zero if none
+	name     string
+	host     string // guest host name, lower case
+	template bool
+}
+
+// uuidKey is a UUID in 16 bytes, the form the index keys by.
+type uuidKey [16]byte
+
+// parseUUID returns the key of a UUID string (any case), or false.
+func parseUUID(s string) (uuidKey, bool) {
+	var k uuidKey
+	s = strings.TrimSpace(s)
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return k, false
+	}
+	h := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
+	if _, err := hex.Decode(k[:], []byte(h)); err != nil {
+		return uuidKey{}, false
+	}
+	return k, true
+}
+
+// multimap maps a key to the idents that have it; almost every key has
+// one, so one ident is stored without a slice.
+type multimap[K comparable] struct {
+	one  map[K]*ident
+	more map[K][]*ident // keys with two or more idents (all of them)
+}
+
+func newMultimap[K comparable]() multimap[K] {
+	return multimap[K]{one: map[K]*ident{}, more: map[K][]*ident{}}
+}
+
+func (m multimap[K]) add(k K, id *ident) {
+	if list, ok := m.more[k]; ok {
+		m.more[k] = append(list, id)
+		return
+	}
+	if prev, ok := m.one[k]; ok {
+		delete(m.one, k)
+		m.more[k] = []*ident{prev, id}
+		return
+	}
+	m.one[k] = id
+}
+
+func (m multimap[K]) remove(k K, id *ident) {
+	if m.one[k] == id {
+		delete(m.one, k)
+		return
+	}
+	list := slices.DeleteFunc(m.more[k], func(x *ident) bool { return x == id })
+	switch len(list) {
+	case 0:
+		delete(m.more, k)
+	case 1:
+		delete(m.more, k)
+		m.one[k] = list[0]
+	default:
+		m.more[k] = list
+	}
+}
+
+func (m multimap[K]) get(k K) []*ident {
+	if id, ok := m.one[k]; ok {
+		return []*ident{id}
+	}
+	return m.more[k]
+}
