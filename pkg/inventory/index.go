@@ -50,6 +50,7 @@ type Index struct {
 	pending  map[string]bool
 	coll     *collector    // nil while none is usable
 	wantCh   chan struct{} // signalled when pending grows
+	wanted   []lookupKey   // lookups made during a full read, resolved when it completes
 }
 
 type ref = types.ManagedObjectReference
@@ -239,13 +240,47 @@ type match struct {
 	detailed bool
 }
 
-// lookup returns the VMs (not templates) the key function finds.
-func (ix *Index) lookup(find func(*data) []*ident) []match {
+// lookupKey is what a lookup searches by: BIOS UUIDs (both byte orders),
+// a VM name or a guest host name (lower case).
+type lookupKey struct {
+	uuids      []uuidKey
+	name, host string
+}
+
+func (k lookupKey) idents(d *data) []*ident {
+	var out []*ident
+	for _, u := range k.uuids {
+		out = append(out, d.byUUID.get(u)...)
+	}
+	if k.name != "" {
+		out = append(out, d.byName.get(k.name)...)
+	}
+	if k.host != "" {
+		out = append(out, d.byHost.get(k.host)...)
+	}
+	return out
+}
+
+// maxWanted bounds the keys remembered while an index is being read.
+const maxWanted = 100000
+
+// lookup returns the VMs (not templates) with key k. While the index is
+// being read, k is remembered: the VMs it finds when the read completes
+// are asked for in one batch, so Nodes waiting for a vCenter's first read
+// get their details with one request, not one each.
+func (ix *Index) lookup(k lookupKey) []match {
+	if !ix.allDetails {
+		ix.mu.Lock()
+		if (!ix.synced || ix.resyncing) && len(ix.wanted) < maxWanted {
+			ix.wanted = append(ix.wanted, k)
+		}
+		ix.mu.Unlock()
+	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	var out []match
 	seen := map[string]bool{}
-	for _, id := range find(ix.data) {
+	for _, id := range k.idents(ix.data) {
 		if id.template || seen[id.ref] {
 			continue
 		}

@@ -103,16 +103,13 @@ func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
 		keys = append(keys, sw)
 	}
 	key := fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", u, SwapUUID(u))
-	return inv.find(ctx, key,
-		func(d *data) []*ident {
-			var out []*ident
-			for _, k := range keys {
-				if uk, ok := parseUUID(k); ok {
-					out = append(out, d.byUUID.get(uk)...)
-				}
-			}
-			return out
-		},
+	var lk lookupKey
+	for _, k := range keys {
+		if uk, ok := parseUUID(k); ok {
+			lk.uuids = append(lk.uuids, uk)
+		}
+	}
+	return inv.find(ctx, key, lk,
 		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, keys) })
 }
 
@@ -120,8 +117,7 @@ func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
 // looked up in the index: a vCenter whose index is not complete makes a
 // miss an error, not ErrNotFound.
 func (inv *Inventory) FindByName(ctx context.Context, name string) (VM, error) {
-	return inv.find(ctx, fmt.Sprintf("VM name %q", name),
-		func(d *data) []*ident { return d.byName.get(name) }, nil)
+	return inv.find(ctx, fmt.Sprintf("VM name %q", name), lookupKey{name: name}, nil)
 }
 
 // FindByGuestHostname finds the VM whose guest host name (VMware Tools) is
@@ -129,7 +125,7 @@ func (inv *Inventory) FindByName(ctx context.Context, name string) (VM, error) {
 func (inv *Inventory) FindByGuestHostname(ctx context.Context, name string) (VM, error) {
 	lower := strings.ToLower(name)
 	return inv.find(ctx, fmt.Sprintf("guest host name %q", name),
-		func(d *data) []*ident { return d.byHost.get(lower) },
+		lookupKey{host: lower},
 		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchDNSName(ctx, name) })
 }
 
@@ -141,13 +137,13 @@ type searchFunc func(context.Context, *Index) ([]VM, error)
 // never read, or down, makes a miss an error without a request: a lookup
 // must not become one vSphere request per node (and per retry, and per
 // lifecycle pass) exactly when a vCenter is busiest.
-func (inv *Inventory) find(ctx context.Context, key string, fromIndex func(*data) []*ident, search searchFunc) (VM, error) {
+func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search searchFunc) (VM, error) {
 	var found []match
 	var incomplete []error
 	var ask []*Index // read once, not current: worth a direct search on a miss
 	var stale error  // a match in a vCenter whose index is not current
 	for _, ix := range inv.indexes {
-		vms := ix.lookup(fromIndex)
+		vms := ix.lookup(lk)
 		found = append(found, vms...)
 		ok, _, err := ix.Status()
 		switch {

@@ -292,6 +292,12 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		}
 		ix.mu.Lock()
 		ix.data = st.staging
+		for _, k := range ix.wanted {
+			for _, id := range k.idents(ix.data) {
+				ix.wantLocked(id.ref)
+			}
+		}
+		ix.wanted = nil
 		ix.synced = true
 		ix.resyncing = false
 		ix.syncErr = nil

@@ -137,7 +137,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	}
 	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails})
 	p.inv.Run(ctx)
-	p.topo = topology.NewResolver(p.cfg, p.inv, tc)
+	p.topo = topology.NewResolver(p.cfg, p.inv, tc, topology.ResolverOptions{})
 	p.topo.Run(ctx)
 	// One loop per vCenter reacts to its changes: health changes refresh
 	// the gauges; an inventory that becomes current refreshes them too and

@@ -192,7 +192,7 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 
 	// Conflicting zone tags: an error naming the object and the tags.
 	must(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
-	must(t, e.p.Topology().Cache("vc-c").Refresh(e.ctx, []types.ManagedObjectReference{c.VMs[0].ClusterRef}))
+	must(t, e.p.Topology().Cache("vc-c").Refresh(e.ctx))
 	_, err := e.p.InstanceMetadata(e.ctx, node(c.VMs[0]))
 	if err == nil || !strings.Contains(err.Error(), "zone-other") || !strings.Contains(err.Error(), c.VMs[0].Cluster) {
 		t.Errorf("conflicting tags: %v", err)

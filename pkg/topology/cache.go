@@ -2,21 +2,25 @@
 // labels.
 //
 // Per vCenter, a Cache holds the categories and tags of interest and the
-// tags attached to every inventory object, refreshed on an interval with
-// the batch call list-attached-tags-on-objects; resolving a VM is then a
-// walk over maps. The nearest tagged object wins (see Chain).
+// objects each of those tags is attached to, refreshed on an interval with
+// the batch call list-attached-objects-on-tags: the cost (requests and
+// memory) grows with the number of tags and attachments, not with the
+// number of VMs. Resolving a VM is then a walk over maps. The nearest
+// tagged object wins (see Chain).
 package topology
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/vapi/tags"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
@@ -25,11 +29,12 @@ import (
 // Client is the part of *vcenter.Client the cache uses.
 type Client interface {
 	Name() string
+	HealthChanged() <-chan struct{}
 	Do(ctx context.Context, fn func(context.Context, *vcenter.Session) error) error
 }
 
-// batchSize bounds the objects per list-attached-tags-on-objects call.
-const batchSize = 1000
+// batchSize bounds the tags per list-attached-objects-on-tags call.
+const batchSize = 500
 
 type tagInfo struct {
 	name     string
@@ -38,17 +43,17 @@ type tagInfo struct {
 
 // Cache is the tag state of one vCenter.
 //
-// A full refresh (Refresh, from Run) is the only writer of a complete
-// attachment map; there is one at a time (concurrent callers share it).
-// Ensure reads what a lookup needs and is not there yet, and only fills
-// gaps: a partial read never replaces a complete one.
+// A refresh (Refresh, from Run, or Ensure before the first) reads the
+// catalog and every attachment of the tags of interest; it is the only
+// writer, and there is one at a time (concurrent callers share it). A
+// failed or partial read never replaces a complete one.
 type Cache struct {
 	client     Client
 	categories []string // names of the categories of interest
 
 	mu        sync.RWMutex
 	catalog   *catalog                                  // nil until read once
-	attached  map[types.ManagedObjectReference][]string // object -> tag IDs (of interest)
+	attached  map[types.ManagedObjectReference][]string // tagged object -> tag IDs (of interest)
 	synced    bool                                      // a full refresh has completed
 	refreshed time.Time
 	err       error
@@ -73,20 +78,46 @@ func NewCache(c Client, categories []string) *Cache {
 		attached: map[types.ManagedObjectReference][]string{}, first: make(chan struct{})}
 }
 
-// Run refreshes the cache every interval until ctx ends. objects returns the
-// objects whose attachments to read (VMs and their ancestors).
-func (c *Cache) Run(ctx context.Context, interval time.Duration, objects func() []types.ManagedObjectReference) {
+// Run refreshes the cache every interval until ctx ends. A failed refresh
+// is retried when the vCenter's health changes (it was unavailable) or
+// after a back-off of 1 s doubling up to the interval (it answered with
+// an error).
+func (c *Cache) Run(ctx context.Context, interval time.Duration) {
 	log := klog.FromContext(ctx).WithName("topology").WithValues("vcenter", c.client.Name())
+	bo := retryBackoff(interval)
 	for {
-		if err := c.Refresh(ctx, objects()); err != nil && ctx.Err() == nil {
-			log.Error(err, "Tag refresh failed; the last known tags stay in use")
+		health := c.client.HealthChanged()
+		err := c.Refresh(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := interval
+		if err != nil {
+			if !errors.Is(err, vcenter.ErrUnavailable) {
+				log.Error(err, "Tag refresh failed; the last known tags stay in use")
+			}
+			wait = bo.Step()
+		} else {
+			bo = retryBackoff(interval)
+		}
+		t := time.NewTimer(wait)
+		switch {
+		case err == nil:
+			health = nil // refreshed: only the interval counts
+		case errors.Is(err, vcenter.ErrUnavailable):
+			t.Stop() // nothing to do until the vCenter is back
 		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-time.After(interval):
+		case <-t.C:
+		case <-health:
 		}
+		t.Stop()
 	}
+}
+
+func retryBackoff(limit time.Duration) *wait.Backoff {
+	return &wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: max(limit, time.Second)}
 }
 
 // Status reports whether the cache has been filled once, when it was last
@@ -107,11 +138,11 @@ func (c *Cache) WaitSynced(ctx context.Context) error {
 	}
 }
 
-// Refresh re-reads the categories and tags of interest and the
-// attachments of objs, each batch of attachments in its own request (with
-// its own timeout). On failure the previous state is kept. A Refresh
-// already under way is joined instead of started again.
-func (c *Cache) Refresh(ctx context.Context, objs []types.ManagedObjectReference) error {
+// Refresh re-reads the categories and tags of interest and the objects
+// they are attached to, each batch of tags in its own request (with its own
+// timeout). On failure the previous state is kept. A Refresh already under
+// way is joined instead of started again.
+func (c *Cache) Refresh(ctx context.Context) error {
 	c.mu.Lock()
 	if f := c.flight; f != nil {
 		c.mu.Unlock()
@@ -126,7 +157,7 @@ func (c *Cache) Refresh(ctx context.Context, objs []types.ManagedObjectReference
 	c.flight = f
 	c.mu.Unlock()
 
-	cat, attached, err := c.readAll(ctx, objs)
+	cat, attached, err := c.readAll(ctx)
 	c.mu.Lock()
 	c.flight = nil
 	f.err = err
@@ -143,7 +174,7 @@ func (c *Cache) Refresh(ctx context.Context, objs []types.ManagedObjectReference
 	return err
 }
 
-func (c *Cache) readAll(ctx context.Context, objs []types.ManagedObjectReference) (*catalog, map[types.ManagedObjectReference][]string, error) {
+func (c *Cache) readAll(ctx context.Context) (*catalog, map[types.ManagedObjectReference][]string, error) {
 	attached := map[types.ManagedObjectReference][]string{}
 	if len(c.categories) == 0 {
 		return &catalog{catIDs: map[string]string{}, tags: map[string]tagInfo{}}, attached, nil
@@ -152,10 +183,23 @@ func (c *Cache) readAll(ctx context.Context, objs []types.ManagedObjectReference
 	if err != nil {
 		return nil, nil, err
 	}
-	for start := 0; start < len(objs); start += batchSize {
-		batch := objs[start:min(start+batchSize, len(objs))]
+	ids := slices.Sorted(maps.Keys(cat.tags))
+	for start := 0; start < len(ids); start += batchSize {
+		batch := ids[start:min(start+batchSize, len(ids))]
 		err := c.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-			return readAttachments(ctx, tags.NewManager(s.REST), batch, cat.tags, attached)
+			res, err := tags.NewManager(s.REST).ListAttachedObjectsOnTags(ctx, batch)
+			if err != nil {
+				return fmt.Errorf("list the objects of %d tags: %w", len(batch), err)
+			}
+			for _, a := range res {
+				for _, o := range a.ObjectIDs {
+					r := o.Reference()
+					if !slices.Contains(attached[r], a.TagID) {
+						attached[r] = append(attached[r], a.TagID)
+					}
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			return nil, nil, err
@@ -202,91 +246,41 @@ func (c *Cache) readCatalog(ctx context.Context) (*catalog, error) {
 	return cat, err
 }
 
-// readAttachments fills attached for one batch (every obj gets an entry,
-// maybe empty, so that "known, untagged" differs from "not read").
-func readAttachments(ctx context.Context, m *tags.Manager, batch []types.ManagedObjectReference,
-	known map[string]tagInfo, attached map[types.ManagedObjectReference][]string) error {
-	refs := make([]mo.Reference, len(batch))
-	for i := range batch {
-		refs[i] = batch[i]
-	}
-	res, err := m.ListAttachedTagsOnObjects(ctx, refs)
-	if err != nil {
-		return fmt.Errorf("list attached tags of %d objects: %w", len(batch), err)
-	}
-	for _, r := range batch {
-		attached[r] = nil
-	}
-	for _, a := range res {
-		r := a.ObjectID.Reference()
-		for _, id := range a.TagIDs {
-			if _, ok := known[id]; ok {
-				attached[r] = append(attached[r], id)
-			}
-		}
-	}
-	return nil
-}
-
-// Ensure reads what a lookup of objs needs and the cache lacks: the
-// catalog if it was never read, and the attachments of objects not read
-// yet (for example a VM created since the last refresh). It only fills
-// gaps: entries written meanwhile by a full refresh are kept.
-func (c *Cache) Ensure(ctx context.Context, objs []types.ManagedObjectReference) error {
+// Ensure makes sure the cache has been filled once: before the first
+// refresh completes, a lookup runs it (or joins the one under way).
+func (c *Cache) Ensure(ctx context.Context) error {
 	if len(c.categories) == 0 {
 		return nil
 	}
 	c.mu.RLock()
-	var missing []types.ManagedObjectReference
-	for _, o := range objs {
-		if _, ok := c.attached[o]; !ok {
-			missing = append(missing, o)
-		}
-	}
-	cat := c.catalog
+	synced := c.synced
 	c.mu.RUnlock()
-	if len(missing) == 0 {
+	if synced {
 		return nil
 	}
-	if cat == nil {
-		var err error
-		if cat, err = c.readCatalog(ctx); err != nil {
-			return err
-		}
-		c.mu.Lock()
-		if c.catalog == nil {
-			c.catalog = cat
-		} else {
-			cat = c.catalog
-		}
-		c.mu.Unlock()
+	return c.Refresh(ctx)
+}
+
+// RefreshIfOlder refreshes the cache if its last refresh is older than
+// age, and reports whether it did: a lookup that misses a tag asks for
+// this, so a tag attached since the last refresh is seen without waiting
+// for the interval, at most once per age.
+func (c *Cache) RefreshIfOlder(ctx context.Context, age time.Duration) (bool, error) {
+	c.mu.RLock()
+	fresh := c.synced && time.Since(c.refreshed) < age
+	c.mu.RUnlock()
+	if fresh || len(c.categories) == 0 {
+		return false, nil
 	}
-	attached := map[types.ManagedObjectReference][]string{}
-	for start := 0; start < len(missing); start += batchSize {
-		batch := missing[start:min(start+batchSize, len(missing))]
-		err := c.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-			return readAttachments(ctx, tags.NewManager(s.REST), batch, cat.tags, attached)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	c.mu.Lock()
-	for r, ids := range attached {
-		if _, ok := c.attached[r]; !ok {
-			c.attached[r] = ids
-		}
-	}
-	c.mu.Unlock()
-	return nil
+	return true, c.Refresh(ctx)
 }
 
 // tagsOn returns the names of the tags of category attached to r; known is
-// false if r's attachments were never read.
+// false if the attachments were never read.
 func (c *Cache) tagsOn(r types.ManagedObjectReference, category string) (names []string, known bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	ids, known := c.attached[r]
+	ids, known := c.attached[r], c.synced
 	if c.catalog == nil {
 		return nil, false
 	}

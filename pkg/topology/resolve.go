@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -35,11 +35,24 @@ type Resolver struct {
 	cfg    *config.Config
 	inv    *inventory.Inventory
 	caches map[string]*Cache
+	opts   ResolverOptions
 	wg     sync.WaitGroup
 }
 
+// ResolverOptions tunes a Resolver.
+type ResolverOptions struct {
+	// MissRefreshAfter: when a required tag is missing on a VM's chain and
+	// the cache is older than this, the cache is refreshed and the VM
+	// resolved again (default 30s): a tag attached since the last refresh
+	// is seen at once, at the cost of at most one refresh per interval.
+	MissRefreshAfter time.Duration
+}
+
 // NewResolver builds one tag cache per vCenter client.
-func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client) *Resolver {
+func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client, opts ResolverOptions) *Resolver {
+	if opts.MissRefreshAfter <= 0 {
+		opts.MissRefreshAfter = 30 * time.Second
+	}
 	cats := []string{}
 	if cfg.Labels.Zone != "" {
 		cats = append(cats, cfg.Labels.Zone)
@@ -50,7 +63,7 @@ func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client)
 	for _, a := range cfg.Labels.Additional {
 		cats = append(cats, a.Category)
 	}
-	r := &Resolver{cfg: cfg, inv: inv, caches: map[string]*Cache{}}
+	r := &Resolver{cfg: cfg, inv: inv, caches: map[string]*Cache{}, opts: opts}
 	for _, c := range clients {
 		r.caches[c.Name()] = NewCache(c, cats)
 	}
@@ -61,17 +74,10 @@ func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client)
 func (r *Resolver) Cache(vcenter string) *Cache { return r.caches[vcenter] }
 
 // Run refreshes every cache on the configured interval until ctx ends
-// (Wait waits for the loops to stop). A cache's first refresh waits for
-// its vCenter's first inventory read, so that it reads every object once.
+// (Wait waits for the loops to stop).
 func (r *Resolver) Run(ctx context.Context) {
-	for name, c := range r.caches {
-		ix := r.inv.Index(name)
-		r.wg.Go(func() {
-			if ix != nil && ix.WaitSynced(ctx) != nil {
-				return
-			}
-			c.Run(ctx, r.cfg.Global.TagRefreshInterval, func() []types.ManagedObjectReference { return objectsOf(ix) })
-		})
+	for _, c := range r.caches {
+		r.wg.Go(func() { c.Run(ctx, r.cfg.Global.TagRefreshInterval) })
 	}
 }
 
@@ -87,13 +93,6 @@ func (r *Resolver) WaitForSync(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func objectsOf(ix *inventory.Index) []types.ManagedObjectReference {
-	if ix == nil {
-		return nil
-	}
-	return ix.Refs()
 }
 
 // Chain returns the objects searched for a VM's tags, nearest first:
@@ -143,21 +142,29 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 		return Result{}, fmt.Errorf("VM %s: the inventory of vCenter %q is not read yet, so the VM's host and folders are unknown; retried when it is", vm.Location(), vm.VCenter)
 	}
 	chain := Chain(ix, vm)
-	var res Result
 	staticZone, staticRegion := static(vc, vm.Datacenter)
 
 	needTags := (r.cfg.Labels.Zone != "" && staticZone == nil) || (r.cfg.Labels.Region != "" && staticRegion == nil) ||
 		len(r.cfg.Labels.Additional) > 0
 	if needTags {
-		refs := make([]types.ManagedObjectReference, len(chain))
-		for i, o := range chain {
-			refs[i] = o.Ref
-		}
-		if err := cache.Ensure(ctx, refs); err != nil {
+		if err := cache.Ensure(ctx); err != nil {
 			return Result{}, fmt.Errorf("VM %s: read tags: %w", vm.Location(), err)
 		}
 	}
+	res, err := r.resolve(vm, cache, chain, staticZone, staticRegion)
+	var me *MissingTagError
+	if errors.As(err, &me) && !me.NoCategory {
+		// A tag may have been attached since the last refresh.
+		if again, rerr := cache.RefreshIfOlder(ctx, r.opts.MissRefreshAfter); again && rerr == nil {
+			res, err = r.resolve(vm, cache, chain, staticZone, staticRegion)
+		}
+	}
+	return res, err
+}
 
+// resolve resolves vm from the cache as it is.
+func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Object, staticZone, staticRegion *Value) (Result, error) {
+	var res Result
 	var errs []error
 	resolve := func(static *Value, category, label string) *Value {
 		if static != nil {

@@ -67,7 +67,7 @@ type stack struct {
 }
 
 // start connects to the fleet with the given head (labels:) and per-vCenter lines.
-func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per map[string][]string) stack {
+func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per map[string][]string, opts ...topology.ResolverOptions) stack {
 	t.Helper()
 	cfg, _, err := config.Parse("test.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"+head, per)), config.Options{})
 	must(t, err)
@@ -88,7 +88,11 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 	inv.Run(rctx)
 	t.Cleanup(func() { cancel(); inv.Wait() }) // before the pool and the simulators close
 	must(t, inv.WaitForSync(ctx))
-	res := topology.NewResolver(cfg, inv, tc)
+	var o topology.ResolverOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	res := topology.NewResolver(cfg, inv, tc, o)
 	res.Run(rctx)
 	must(t, res.WaitForSync(ctx))
 	return stack{inv, res}
@@ -213,23 +217,33 @@ func TestTagErrors(t *testing.T) {
 	}
 }
 
-// TestNewObjectsAreReadOnDemand tags a cluster after the cache was filled,
-// with a VM the cache has never seen: its attachments are read at once.
-func TestNewObjectsAreReadOnDemand(t *testing.T) {
+// TestTagAttachedAfterRefresh: a zone tag attached after the cache was
+// filled is seen by the next lookup that misses it (the cache is refreshed
+// then), at most once per MissRefreshAfter.
+func TestTagAttachedAfterRefresh(t *testing.T) {
 	f, ctx := startFleet(t)
 	tagStretched(t, ctx, f)
-	s := start(t, ctx, f, zoneAndRegion, nil)
 	c := f.VCenter("vc-c")
 	vm := c.VMs[0]
-	got, err := s.resolve(t, ctx, vm)
-	if err != nil || got.Zone.Value != "zone-"+vm.Cluster {
-		t.Fatalf("%v, %v", got, err)
+	must(t, c.Untag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+	eager := start(t, ctx, f, zoneAndRegion, nil, topology.ResolverOptions{MissRefreshAfter: time.Nanosecond})
+	lazy := start(t, ctx, f, zoneAndRegion, nil) // 30 s
+	var me *topology.MissingTagError
+	for _, s := range []stack{eager, lazy} {
+		if _, err := s.resolve(t, ctx, vm); !errors.As(err, &me) {
+			t.Fatalf("untagged cluster: %v, want a MissingTagError", err)
+		}
 	}
-	// Refresh with an object list that leaves the VM out, then ask again:
-	// the cache notices it never read the VM and reads it.
-	must(t, s.res.Cache("vc-c").Refresh(ctx, nil))
-	got, err = s.resolve(t, ctx, vm)
-	if err != nil || got.Zone.Value != "zone-"+vm.Cluster {
-		t.Fatalf("after a refresh without the VM: %v, %v", got, err)
+	must(t, c.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+	if got, err := eager.resolve(t, ctx, vm); err != nil || got.Zone.Value != "zone-"+vm.Cluster {
+		t.Errorf("after tagging, with a refresh on a miss: %v, %v", got, err)
+	}
+	// Refreshed less than 30 s ago: no refresh yet, the miss stands.
+	if _, err := lazy.resolve(t, ctx, vm); !errors.As(err, &me) {
+		t.Errorf("after tagging, cache refreshed just now: %v, want the miss until the next refresh", err)
+	}
+	must(t, lazy.res.Cache("vc-c").Refresh(ctx))
+	if got, err := lazy.resolve(t, ctx, vm); err != nil || got.Zone.Value != "zone-"+vm.Cluster {
+		t.Errorf("after a refresh: %v, %v", got, err)
 	}
 }

@@ -80,7 +80,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		`vsphere_ccm_vcenter_logins_total{result="success",vcenter="vc-a"}`,
 		`vsphere_ccm_node_lookups_total{result="found"}`,
 		`vsphere_ccm_vcenter_requests_total{api="soap",method="WaitForUpdatesEx",outcome="ok",vcenter="vc-b"}`,
-		`vsphere_ccm_vcenter_requests_total{api="rest",method="tagging/tag-association:list-attached-tags-on-objects",outcome="ok",vcenter="vc-c"}`,
+		`vsphere_ccm_vcenter_requests_total{api="rest",method="tagging/tag-association:list-attached-objects-on-tags",outcome="ok",vcenter="vc-c"}`,
 		`vsphere_ccm_inventory_vms{vcenter="vc-b"} 3`,
 		`vsphere_ccm_tag_cache_age_seconds{vcenter="vc-a"}`,
 		`vsphere_ccm_vcenter_unusable_seconds{vcenter="vc-c"} 0`,
