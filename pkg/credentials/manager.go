@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,7 @@ type Manager struct {
 	dir     Set
 	changed chan struct{} // closed on every change, then replaced
 	synced  []cache.InformerSynced
+	read    map[config.SecretRef]cache.InformerSynced // whether each Secret has been read once
 }
 
 // New returns a Manager for cfg; call Start before Get.
@@ -89,12 +91,29 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	m.synced = nil
 	for _, ref := range refs {
-		m.synced = append(m.synced, m.watchSecret(ctx, log, ref))
+		synced := m.watchSecret(ctx, log, ref)
+		m.synced = append(m.synced, synced)
+		if m.read == nil {
+			m.read = map[config.SecretRef]cache.InformerSynced{}
+		}
+		m.read[ref] = synced
 	}
 	m.mu.Unlock()
 	if dir := m.cfg.Global.SecretsDirectory; dir != "" {
 		m.readDirectory(log, dir)
 		go m.pollDirectory(ctx, log, dir)
+	}
+	return nil
+}
+
+// WaitLoaded waits until every Secret the config names has been read once
+// (or found absent), or ctx ends.
+func (m *Manager) WaitLoaded(ctx context.Context) error {
+	m.mu.RLock()
+	synced := slices.Clone(m.synced)
+	m.mu.RUnlock()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("credentials: Secrets %v not read: %w", m.refs(), ctx.Err())
 	}
 	return nil
 }
@@ -222,6 +241,10 @@ func (m *Manager) Get(vc config.VCenter) (secret.Credentials, string, error) {
 		}
 		if cr, ok := m.secrets[*ref][vc.Server]; ok {
 			return cr, "Secret " + ref.String(), nil
+		}
+		if read := m.read[*ref]; read != nil && !read() {
+			tried = append(tried, fmt.Sprintf("Secret %s not read yet", ref))
+			continue
 		}
 		tried = append(tried, fmt.Sprintf("Secret %s has no %s.username/%s.password (or server_<id> entry)", ref, vc.Server, vc.Server))
 	}

@@ -22,6 +22,20 @@ type CredentialSource interface {
 	Changed() <-chan struct{}
 }
 
+// CredentialLoader is implemented by credential sources that read their
+// sources in the background (Secrets through informers). A client's first
+// attempt waits for that first read (at most credentialWait), so that a
+// vCenter is not reported down for "no credentials" while they are being
+// read.
+type CredentialLoader interface {
+	WaitLoaded(ctx context.Context) error
+}
+
+// credentialWait bounds how long a first attempt waits for the credential
+// sources' first read (an unreachable API server must not stall vCenters
+// with inline credentials).
+const credentialWait = 30 * time.Second
+
 // Options tunes the clients. Credentials is required.
 type Options struct {
 	Credentials CredentialSource

@@ -24,6 +24,11 @@ import (
 // rejected login is not retried with the same credentials before
 // loginBackoff.
 func (c *Client) run(ctx context.Context) {
+	if l, ok := c.opts.Credentials.(CredentialLoader); ok {
+		wctx, cancel := context.WithTimeout(ctx, credentialWait)
+		_ = l.WaitLoaded(wctx) // after the timeout the attempt names what is missing
+		cancel()
+	}
 	bo := c.backoff()
 	changed := c.opts.Credentials.Changed()
 	wait := time.Duration(0)

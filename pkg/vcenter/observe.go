@@ -15,7 +15,7 @@ import (
 type Observer interface {
 	// Request reports one SOAP or REST request: api is "soap" or "rest",
 	// method the SOAP method (RetrievePropertiesEx) or the REST resource
-	// and action (tagging/tag-association:list-attached-tags-on-objects),
+	// and action (tagging/tag-association:list-attached-objects-on-tags),
 	// outcome "ok", "fault" (the vCenter answered with a fault or an HTTP
 	// error status) or "error" (no answer).
 	Request(vcenter, api, method, outcome string, d time.Duration)
@@ -81,8 +81,8 @@ func (o observedHTTP) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // restMethod names a REST call by resource and action, without IDs:
-// POST /rest/com/vmware/cis/tagging/tag-association?~action=list-attached-tags-on-objects
-// -> tagging/tag-association:list-attached-tags-on-objects.
+// POST /rest/com/vmware/cis/tagging/tag-association?~action=list-attached-objects-on-tags
+// -> tagging/tag-association:list-attached-objects-on-tags.
 func restMethod(req *http.Request) string {
 	p := strings.TrimPrefix(req.URL.Path, "/rest/com/vmware/cis/")
 	parts := strings.Split(p, "/")

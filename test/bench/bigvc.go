@@ -72,8 +72,9 @@ func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]r
 			// Memory after the sync and a tag refresh, not only at its peak.
 			err = p.waitStarted(ctx, 1, 5*time.Minute)
 			r.peakRSSKB = p.peakRSS()
-			fmt.Printf("%d VMs: now RssAnon %.1f MB, RssFile %.1f MB (binary and libraries)\n",
-				len(all), float64(p.status("RssAnon"))/1024, float64(p.status("RssFile"))/1024)
+			fmt.Printf("%d VMs: now RssAnon %.1f MB, RssFile %.1f MB (binary and libraries); Go heap in use %.1f MB, next GC at %.1f MB\n",
+				len(all), float64(p.status("RssAnon"))/1024, float64(p.status("RssFile"))/1024,
+				p.gauge("go_memstats_heap_inuse_bytes")/(1<<20), p.gauge("go_memstats_next_gc_bytes")/(1<<20))
 		}
 		p.stop()
 		fleet.Close()

@@ -173,6 +173,23 @@ func (p *ccmProcess) waitStarted(ctx context.Context, vcenters int, timeout time
 	}
 }
 
+// gauge reads one unlabelled series from /metrics (0 if absent).
+func (p *ccmProcess) gauge(name string) float64 {
+	res, err := insecure.Get(p.serving + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
 type counts struct{ soap, rest, restLogins float64 }
 
 // scrapeCounts sums vsphere_ccm_vcenter_requests_total by API from /metrics.

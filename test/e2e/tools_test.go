@@ -47,6 +47,7 @@ func TestHelmChart(t *testing.T) {
 func TestTopologyExplain(t *testing.T) {
 	h := setup(t)
 	vm := h.fleet.VCenter("vc-a").VMs[0]
+	h.register(t, vm, true)
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(h.ctx, h.binary, "topology", "explain", "--cloud-config", h.cfgPath,
 		"--kubeconfig", h.cp.Kubeconfig, "--node", vm.Name, "-o", "json")
