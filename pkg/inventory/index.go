@@ -48,7 +48,7 @@ type Index struct {
 	// current collector's list view holds them all but pending.
 	interest map[string]bool
 	pending  map[string]bool
-	coll     *collector    // nil while none is usable
+	polling  *collector    // the collector whose long poll is under way, if any
 	wantCh   chan struct{} // signalled when pending grows
 	wanted   []lookupKey   // lookups made during a full read, resolved when it completes
 }

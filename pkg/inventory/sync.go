@@ -13,6 +13,7 @@ import (
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
@@ -49,14 +50,13 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 	var wg sync.WaitGroup
 	var st *collector
 	defer func() {
-		ix.setCollector(nil)
 		if st != nil {
 			st.close(ctx)
 		}
 		wg.Wait()
 	}()
 	if !ix.allDetails {
-		wg.Go(func() { ix.addInterest(ctx) })
+		wg.Go(func() { ix.interruptForInterest(ctx) })
 	}
 	bo := retryBackoff()
 	for ctx.Err() == nil {
@@ -65,7 +65,6 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 			if st != nil && st.session != s {
 				old := st
 				st = nil
-				ix.setCollector(nil)
 				go old.close(ctx) // best effort: the collector may be gone with its session
 			}
 			if st == nil {
@@ -74,7 +73,6 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 					st = nil
 					return err
 				}
-				ix.setCollector(st)
 				ix.beginFullRead()
 			}
 			return ix.waitOnce(ctx, st, maxWait)
@@ -89,7 +87,6 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 		if st != nil && !isTransient(err) {
 			old := st
 			st = nil
-			ix.setCollector(nil)
 			go old.close(ctx)
 		}
 		ix.mu.Lock()
@@ -257,10 +254,19 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		secs = 0 // the first call returns the full state at once
 		st.staging = newData()
 	}
+	if added, err := ix.addPending(ctx, st); err != nil || added {
+		return err // added: poll again, which returns their details
+	}
 	res, err := methods.WaitForUpdatesEx(ctx, st.session.VIM, &types.WaitForUpdatesEx{
 		This: st.pc.Reference(), Version: st.version,
 		Options: &types.WaitOptions{MaxWaitSeconds: &secs, MaxObjectUpdates: maxObjectUpdates},
 	})
+	ix.mu.Lock()
+	ix.polling = nil
+	ix.mu.Unlock()
+	if isCanceled(err) {
+		return nil // interrupted to add VMs of interest
+	}
 	if err != nil {
 		return err
 	}
@@ -324,76 +330,75 @@ func (ix *Index) notifyDetailsLocked() {
 	ix.detailCh = make(chan struct{})
 }
 
-// setCollector makes st the collector that VMs of interest are added to
-// (nil: none until the next one is created, which takes them all).
-func (ix *Index) setCollector(st *collector) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	ix.coll = st
-	if st != nil && len(ix.pending) > 0 {
-		select {
-		case ix.wantCh <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// errReplaced: the collector changed while VMs were added to its list
-// view; the next one holds them.
-var errReplaced = errors.New("collector replaced")
-
-// addInterest adds the VMs lookups ask for to the current collector's list
-// view, in batches (one request for every VM asked for while the previous
-// request ran), until ctx ends. Their details arrive with the next update.
-func (ix *Index) addInterest(ctx context.Context) {
-	bo := retryBackoff()
+// interruptForInterest ends the long poll under way whenever VMs are
+// asked for, until ctx ends: the sync loop then adds them to the list view
+// (addPending) and polls again, which returns their details at once. The
+// list view is modified only between polls, never during one: the
+// simulator's property collector deadlocks when a list view changes while
+// a poll re-reads it, and one writer keeps the collector simple.
+func (ix *Index) interruptForInterest(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ix.wantCh:
 		}
-		for ctx.Err() == nil {
-			ix.mu.Lock()
-			st := ix.coll
-			refs := make([]types.ManagedObjectReference, 0, len(ix.pending))
-			for r := range ix.pending {
-				refs = append(refs, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
-			}
-			ix.mu.Unlock()
-			if st == nil || len(refs) == 0 {
-				break // setCollector signals when one is usable
-			}
-			err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-				if s != st.session {
-					return errReplaced
-				}
-				_, err := st.list.Add(ctx, refs)
-				return err
-			})
-			if errors.Is(err, errReplaced) {
-				break
-			}
-			if err != nil {
-				ix.log.V(2).Info("Could not add VMs to the list view; retrying", "vms", len(refs), "err", err)
-				t := time.NewTimer(bo.Step())
-				select {
-				case <-ctx.Done():
-				case <-t.C:
-				}
-				t.Stop()
-				continue
-			}
-			bo = retryBackoff()
-			ix.mu.Lock()
-			if ix.coll == st {
-				for _, r := range refs {
-					delete(ix.pending, r.Value)
-				}
-			}
-			ix.mu.Unlock()
+		ix.mu.Lock()
+		st := ix.polling
+		ix.mu.Unlock()
+		if st == nil {
+			continue // the loop adds the pending VMs before its next poll
 		}
+		_ = ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+			if s != st.session {
+				return nil // the collector is being replaced; the next one takes every VM of interest
+			}
+			_, err := methods.CancelWaitForUpdates(ctx, s.VIM, &types.CancelWaitForUpdates{This: st.pc.Reference()})
+			return err
+		})
 	}
+}
+
+// addPending adds the VMs asked for since the last poll to st's list view
+// (one request for all of them), or, if there are none, marks st as
+// polling so that the next ones interrupt the poll.
+func (ix *Index) addPending(ctx context.Context, st *collector) (added bool, err error) {
+	ix.mu.Lock()
+	switch {
+	case st.list == nil || st.staging != nil:
+		// All details, or a full read (its calls return at once; the VMs
+		// asked for meanwhile are added when it completes).
+		ix.mu.Unlock()
+		return false, nil
+	case len(ix.pending) == 0:
+		ix.polling = st
+		ix.mu.Unlock()
+		return false, nil
+	}
+	refs := make([]types.ManagedObjectReference, 0, len(ix.pending))
+	for r := range ix.pending {
+		refs = append(refs, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
+	}
+	ix.mu.Unlock()
+	if _, err := st.list.Add(ctx, refs); err != nil {
+		return false, fmt.Errorf("add %d VMs to the list view: %w", len(refs), err)
+	}
+	ix.mu.Lock()
+	for _, r := range refs {
+		delete(ix.pending, r.Value)
+	}
+	ix.mu.Unlock()
+	return true, nil
+}
+
+// isCanceled reports whether err is the fault of a poll ended by
+// CancelWaitForUpdates.
+func isCanceled(err error) bool {
+	if !soap.IsSoapFault(err) {
+		return false
+	}
+	_, ok := soap.ToSoapFault(err).VimFault().(types.RequestCanceled)
+	return ok
 }
 
 func (ix *Index) markCurrent() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/methods"
 	corev1 "k8s.io/api/core/v1"
@@ -215,7 +217,8 @@ func TestRotationAndLockout(t *testing.T) {
 	if err := creds.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds, Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	cl, _ := p.Client("vc-a")
 	if err := cl.Do(ctx, soapAndREST); err != nil {
 		t.Fatal(err)
@@ -256,11 +259,15 @@ func TestRotationAndLockout(t *testing.T) {
 	if !errors.Is(err, vcenter.ErrLoginRejected) {
 		t.Fatalf("call with a stale password: %v, want ErrLoginRejected", err)
 	}
-	for range 50 {
+	// Ten retry intervals of the loop (each step taken when every loop waits,
+	// each checked once they wait again), and a call after each.
+	const loops = 3
+	for range 10 {
+		stepWhenWaiting(t, clk, loops, 50*time.Millisecond)
+		poll.True(t, "the loop's attempt", func() bool { return clk.Waiters() == loops })
 		if err := cl.Do(ctx, soapOnly); !errors.Is(err, vcenter.ErrUnavailable) && !errors.Is(err, vcenter.ErrLoginRejected) {
 			t.Fatalf("call while the login is backed off: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if n := len(a.FailedLogins()); n != 1 {
 		t.Fatalf("%d failed logins, want exactly 1 within the back-off window", n)
@@ -279,7 +286,9 @@ func TestRotationAndLockout(t *testing.T) {
 }
 
 // TestLoginBackoffWindow checks with a fake clock that rejected credentials
-// are retried exactly once per back-off window.
+// are retried exactly once per back-off window. Each step of the clock is
+// taken when every client loop waits on it, and checked once they wait
+// again (explicit sync points, no sleeps).
 func TestLoginBackoffWindow(t *testing.T) {
 	f := startFleet(t)
 	a := f.VCenters[0]
@@ -290,18 +299,20 @@ func TestLoginBackoffWindow(t *testing.T) {
 	defer cancel()
 	p := startPool(t, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: time.Second})
 	cl, _ := p.Client("vc-a")
-	poll.True(t, "the first login attempt", func() bool { return len(a.FailedLogins()) == 1 && clk.HasWaiters() })
+	poll.True(t, "the first login attempt", func() bool { return len(a.FailedLogins()) == 1 })
+	const loops = 3
 	for _, step := range []time.Duration{time.Minute, time.Minute, 59 * time.Second} {
-		clk.Step(step)
-		time.Sleep(50 * time.Millisecond)
+		stepWhenWaiting(t, clk, loops, step)
+		// The loop tried again (deferred: no login) and waits again.
+		poll.True(t, "the loop's attempt", func() bool { return clk.Waiters() == loops })
 		_ = cl.Do(ctx, soapOnly)
 		if n := len(a.FailedLogins()); n != 1 {
 			t.Fatalf("after %v: %d failed logins, want 1", step, n)
 		}
 	}
-	clk.Step(2 * time.Second) // 3m1s after the rejection
+	stepWhenWaiting(t, clk, loops, 2*time.Second) // 3m1s after the rejection
 	poll.True(t, "the retry after the window", func() bool { return len(a.FailedLogins()) == 2 })
-	time.Sleep(100 * time.Millisecond)
+	poll.True(t, "the loop waiting again", func() bool { return clk.Waiters() == loops })
 	if n := len(a.FailedLogins()); n != 2 {
 		t.Errorf("%d failed logins, want 2", n)
 	}
@@ -315,7 +326,9 @@ func TestLoginBackoffWindow(t *testing.T) {
 }
 
 // TestSessionExpiry lets the simulator expire SOAP and REST sessions; calls
-// log in again transparently. With keepalive, sessions do not expire.
+// log in again transparently. With keepalive, sessions do not expire. The
+// simulator's clock is real, so the sync point is the server itself: a
+// session that expired there.
 func TestSessionExpiry(t *testing.T) {
 	f := startFleet(t)
 	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
@@ -329,21 +342,37 @@ func TestSessionExpiry(t *testing.T) {
 
 	t.Run("expired sessions are renewed on use", func(t *testing.T) {
 		p := startPool(t, ctx, cfg, vcenter.Options{KeepAlive: time.Hour})
+		v := f.VCenter("vc-b")
 		cl, _ := p.Client("vc-b")
 		before := cl.Logins()
-		time.Sleep(900 * time.Millisecond) // expiry lands between 1x and 2x the timeout
+		poll.True(t, "the session expired on the server", func() bool {
+			n, err := v.CountSessions(ctx)
+			return err == nil && n == 0
+		})
 		if err := cl.Do(ctx, soapAndREST); err != nil {
 			t.Fatalf("call after expiry: %v", err)
 		}
 		if cl.Logins() <= before {
-			t.Errorf("logins %d -> %d: the session did not expire, so the test proved nothing", before, cl.Logins())
+			t.Errorf("logins %d -> %d after the session expired", before, cl.Logins())
 		}
 	})
 	t.Run("keepalive prevents expiry", func(t *testing.T) {
+		v := f.VCenter("vc-c")
 		p := startPool(t, ctx, cfg, vcenter.Options{KeepAlive: 100 * time.Millisecond})
 		cl, _ := p.Client("vc-c")
 		before := cl.Logins()
-		time.Sleep(1200 * time.Millisecond)
+		// A control session of the same user, never used: once the server
+		// has expired it, ours would have expired too without keepalive.
+		u := v.URL()
+		u.User = url.UserPassword(v.User, v.Password)
+		if _, err := govmomi.NewClient(ctx, u, true); err != nil {
+			t.Fatal(err)
+		}
+		// Counted by the administrator, not by using it (use keeps a session alive).
+		poll.True(t, "the control session expired", func() bool {
+			n, err := v.CountSessions(ctx)
+			return err == nil && n == 1
+		})
 		if err := cl.Do(ctx, soapAndREST); err != nil {
 			t.Fatal(err)
 		}
