@@ -1,11 +1,14 @@
 package inventory_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
@@ -65,5 +68,27 @@ func TestDetailsOnlyForVMsAskedFor(t *testing.T) {
 	})
 	if n := len(ix.VMs()); n != 1 {
 		t.Errorf("%d VMs with details after the new session, want 1", n)
+	}
+}
+
+// TestSmallVCenterKeepsEveryDetail: with the default options a vCenter of
+// moderate size has every VM's details after its first read (asked for in
+// one request), so lookups never wait for them.
+func TestSmallVCenterKeepsEveryDetail(t *testing.T) {
+	e := setup(t)
+	var clients []inventory.Client
+	for _, c := range e.pool.Clients() {
+		clients = append(clients, c)
+	}
+	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second})
+	ctx, stop := context.WithCancel(e.ctx)
+	inv.Run(ctx)
+	t.Cleanup(func() { stop(); inv.Wait() })
+	if err := inv.WaitForSync(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range e.fleet.VCenters {
+		ix := inv.Index(v.Name)
+		poll.True(t, "every VM of "+v.Name+" with details", func() bool { return len(ix.VMs()) == len(v.VMs) })
 	}
 }

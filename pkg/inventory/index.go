@@ -49,6 +49,8 @@ type Index struct {
 	interest map[string]bool
 	pending  map[string]bool
 	polling  *collector    // the collector whose long poll is under way, if any
+	eagerMax int           // keep every VM's details when the vCenter has at most this many
+	eager    bool          // it has: every VM is of interest
 	wantCh   chan struct{} // signalled when pending grows
 	wanted   []lookupKey   // lookups made during a full read, resolved when it completes
 }
@@ -72,9 +74,10 @@ func newData() *data {
 
 // NewIndex returns an empty index for one vCenter; Run fills it. With
 // allDetails it keeps every VM's details (tools that list every VM);
-// otherwise only those of the VMs lookups ask for.
-func NewIndex(c Client, allDetails bool) *Index {
-	return &Index{client: c, data: newData(), log: klog.Background(), allDetails: allDetails,
+// otherwise those of every VM while the vCenter has at most eagerMax, and
+// beyond that only those of the VMs lookups ask for.
+func NewIndex(c Client, allDetails bool, eagerMax int) *Index {
+	return &Index{client: c, data: newData(), log: klog.Background(), allDetails: allDetails, eagerMax: eagerMax,
 		syncedCh: make(chan struct{}), detailCh: make(chan struct{}),
 		interest: map[string]bool{}, pending: map[string]bool{}, wantCh: make(chan struct{}, 1)}
 }
@@ -419,9 +422,9 @@ func (d *data) unindex(id *ident) {
 
 // applyIdentity applies updates of the filter over every VM and object:
 // identities, names and parents; with details, the VMs' details too.
-// It reports whether details changed.
-func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) bool {
-	changed := false
+// It reports whether details changed, and the VMs (not templates) that
+// entered.
+func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (changed bool, entered []string) {
 	for _, u := range updates {
 		r := u.Obj
 		if r.Type == "VirtualMachine" {
@@ -447,6 +450,9 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) bool {
 				applyIdent(id, c)
 			}
 			d.index(id)
+			if u.Kind == types.ObjectUpdateKindEnter && !id.template {
+				entered = append(entered, r.Value)
+			}
 			if details {
 				d.applyDetails(u)
 				changed = true
@@ -471,7 +477,7 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) bool {
 			}
 		}
 	}
-	return changed
+	return changed, entered
 }
 
 // applyDetails applies one update of a VM's details (the list view's

@@ -23,10 +23,15 @@ type Options struct {
 	// MaxWait bounds each WaitForUpdatesEx long poll (default 30s; keep it
 	// below the request timeout).
 	MaxWait time.Duration
-	// AllDetails keeps every VM's details (tools that list every VM). The
-	// controller manager keeps them only for the VMs lookups ask for: a
-	// vCenter's other VMs cost only their identity.
+	// AllDetails keeps every VM's details from the first read (tools that
+	// list every VM).
 	AllDetails bool
+	// EagerDetailsMax: a vCenter with at most this many VMs (default
+	// 5,000) has every VM's details kept, asked for in one request after
+	// its first read, so lookups never wait for them. Beyond it, only the
+	// VMs lookups ask for have details; the others cost only their
+	// identity. Negative: never eager.
+	EagerDetailsMax int
 }
 
 // Inventory is the set of per-vCenter indexes.
@@ -41,9 +46,12 @@ func New(clients []Client, opts Options) *Inventory {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = 30 * time.Second
 	}
+	if opts.EagerDetailsMax == 0 {
+		opts.EagerDetailsMax = 5000
+	}
 	inv := &Inventory{opts: opts}
 	for _, c := range clients {
-		inv.indexes = append(inv.indexes, NewIndex(c, opts.AllDetails))
+		inv.indexes = append(inv.indexes, NewIndex(c, opts.AllDetails, opts.EagerDetailsMax))
 	}
 	return inv
 }

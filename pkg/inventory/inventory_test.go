@@ -64,7 +64,9 @@ func setup(t *testing.T, datacenters ...string) *env {
 	for _, c := range pool.Clients() {
 		clients = append(clients, c)
 	}
-	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second})
+	// Not eager: the tests exercise details on demand, the harder path
+	// (TestSmallVCenterKeepsEveryDetail covers the eager one).
+	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second, EagerDetailsMax: -1})
 	rctx, stop := context.WithCancel(ctx)
 	inv.Run(rctx)
 	t.Cleanup(func() { stop(); inv.Wait() }) // before the pool and the simulators close

@@ -277,19 +277,20 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	st.version = set.Version
 	truncated := set.Truncated != nil && *set.Truncated
-	apply := func(d *data) bool {
-		changed := false
+	apply := func(d *data) (changed bool, entered []string) {
 		for _, fs := range set.FilterSet {
 			if fs.Filter == st.details {
 				for _, u := range fs.ObjectSet {
 					d.applyDetails(u)
 				}
 				changed = changed || len(fs.ObjectSet) > 0
-			} else if d.applyIdentity(fs.ObjectSet, ix.allDetails) {
-				changed = true
+				continue
 			}
+			c, e := d.applyIdentity(fs.ObjectSet, ix.allDetails)
+			changed = changed || c
+			entered = append(entered, e...)
 		}
-		return changed
+		return changed, entered
 	}
 	if st.staging != nil {
 		apply(st.staging)
@@ -304,6 +305,16 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 			}
 		}
 		ix.wanted = nil
+		// A vCenter of moderate size: keep every VM's details (one request
+		// adds them all), so that no lookup ever waits for them.
+		ix.eager = !ix.allDetails && len(ix.data.vms) <= ix.eagerMax
+		if ix.eager {
+			for r, id := range ix.data.vms {
+				if !id.template {
+					ix.wantLocked(r)
+				}
+			}
+		}
 		ix.synced = true
 		ix.resyncing = false
 		ix.syncErr = nil
@@ -317,8 +328,14 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		return nil
 	}
 	ix.mu.Lock()
-	if apply(ix.data) {
+	changed, entered := apply(ix.data)
+	if changed {
 		ix.notifyDetailsLocked()
+	}
+	if ix.eager {
+		for _, r := range entered {
+			ix.wantLocked(r) // a VM created since the read
+		}
 	}
 	ix.currentLocked()
 	ix.mu.Unlock()
