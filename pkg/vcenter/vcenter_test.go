@@ -220,6 +220,7 @@ func TestRotationAndLockout(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds, Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	cl, _ := p.Client("vc-a")
+	poll.True(t, "vc-a connected", func() bool { return cl.Health().State == vcenter.Connected })
 	if err := cl.Do(ctx, soapAndREST); err != nil {
 		t.Fatal(err)
 	}
