@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -20,21 +19,11 @@ const (
 // initialized the first Nodes it is killed with SIGKILL (no lease release,
 // no logout) and Nodes registered right after are timed.
 func failover(ctx context.Context, e env) ([]report, error) {
-	fleet, err := vcsim.Start(ctx,
-		vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 10},
-		vcsim.Spec{Name: "vc-b", Hosts: 1, VMs: 10},
-		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 10})
+	fleet, cfgPath, err := smallFleet(ctx, e, "failover")
 	if err != nil {
 		return nil, err
 	}
 	defer fleet.Close()
-	if err := tagFleet(ctx, fleet); err != nil {
-		return nil, err
-	}
-	cfgPath := filepath.Join(e.work, "failover.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)), 0o600); err != nil {
-		return nil, err
-	}
 	var first, later []vcsim.VM
 	for _, v := range fleet.VCenters {
 		first = append(first, v.VMs[:5]...)

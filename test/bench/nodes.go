@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -111,3 +113,25 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+// smallFleet starts 3 tagged vCenters with 10 VMs each and writes their
+// cloud config as <name>.yaml in the work directory.
+func smallFleet(ctx context.Context, e env, name string) (*vcsim.Fleet, string, error) {
+	fleet, err := vcsim.Start(ctx,
+		vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 10},
+		vcsim.Spec{Name: "vc-b", Hosts: 1, VMs: 10},
+		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 10})
+	if err != nil {
+		return nil, "", err
+	}
+	cfgPath := filepath.Join(e.work, name+".yaml")
+	if err := tagFleet(ctx, fleet); err != nil {
+		fleet.Close()
+		return nil, "", err
+	}
+	if err := os.WriteFile(cfgPath, []byte(fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)), 0o600); err != nil {
+		fleet.Close()
+		return nil, "", err
+	}
+	return fleet, cfgPath, nil
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -19,21 +18,11 @@ const siteOutage = 30 * time.Second
 // vc-b black-holed, against all healthy; and the time from vc-b's return
 // (black-holed, then refusing connections) to its Nodes initialized.
 func site(ctx context.Context, e env) ([]report, error) {
-	fleet, err := vcsim.Start(ctx,
-		vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 10},
-		vcsim.Spec{Name: "vc-b", Hosts: 1, VMs: 10},
-		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 10})
+	fleet, cfgPath, err := smallFleet(ctx, e, "site")
 	if err != nil {
 		return nil, err
 	}
 	defer fleet.Close()
-	if err := tagFleet(ctx, fleet); err != nil {
-		return nil, err
-	}
-	cfgPath := filepath.Join(e.work, "site.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)), 0o600); err != nil {
-		return nil, err
-	}
 	b := fleet.VCenter("vc-b")
 	healthy := append(append([]vcsim.VM(nil), fleet.VCenter("vc-a").VMs...), fleet.VCenter("vc-c").VMs...)
 
