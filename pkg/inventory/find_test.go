@@ -36,7 +36,7 @@ func (c *countingClient) Do(context.Context, func(context.Context, *vcenter.Sess
 // lifecycle pass of every waiting Node would repeat it.
 func TestMissBeforeFirstReadAsksNothing(t *testing.T) {
 	a, b := &countingClient{name: "vc-a"}, &countingClient{name: "vc-b"}
-	inv := inventory.New([]inventory.Client{a, b}, inventory.Options{})
+	inv := inventory.New([]inventory.Client{a, b}, inventory.Options{GuestHostnames: true})
 	lookups := map[string]func() error{
 		"uuid": func() error {
 			_, err := inv.FindByUUID(context.Background(), "4211aaaa-0000-4000-8000-000000000001")
@@ -59,5 +59,21 @@ func TestMissBeforeFirstReadAsksNothing(t *testing.T) {
 	}
 	if n := a.calls.Load() + b.calls.Load(); n != 0 {
 		t.Errorf("%d vSphere requests for lookups in never-read indexes, want 0", n)
+	}
+}
+
+// TestGuestHostnamesOnlyWhenAsked: without Options.GuestHostnames the
+// guest host names are not indexed, and a lookup by one is an error that
+// never says "not found" (a Node must not be deleted for it) and costs no
+// request.
+func TestGuestHostnamesOnlyWhenAsked(t *testing.T) {
+	a := &countingClient{name: "vc-a"}
+	inv := inventory.New([]inventory.Client{a}, inventory.Options{})
+	_, err := inv.FindByGuestHostname(context.Background(), "node-1.example.test")
+	if err == nil || errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("err = %v, want an error that is not ErrNotFound", err)
+	}
+	if n := a.calls.Load(); n != 0 {
+		t.Errorf("%d vSphere requests, want 0", n)
 	}
 }

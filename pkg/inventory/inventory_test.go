@@ -66,7 +66,7 @@ func setup(t *testing.T, datacenters ...string) *env {
 	}
 	// Not eager: the tests exercise details on demand, the harder path
 	// (TestSmallVCenterKeepsEveryDetail covers the eager one).
-	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second, EagerDetailsMax: -1})
+	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second, EagerDetailsMax: -1, GuestHostnames: true})
 	rctx, stop := context.WithCancel(ctx)
 	inv.Run(rctx)
 	t.Cleanup(func() { stop(); inv.Wait() }) // before the pool and the simulators close

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,7 +136,9 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 		ic = append(ic, c)
 		tc = append(tc, c)
 	}
-	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails})
+	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails,
+		GuestHostnames: slices.Contains(p.cfg.Nodes.LookupOrder, config.LookupGuestHostname),
+		ClusterGroups:  len(p.cfg.HostGroupZones) > 0})
 	p.inv.Run(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc, topology.ResolverOptions{})
 	p.topo.Run(ctx)

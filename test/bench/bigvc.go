@@ -60,7 +60,8 @@ func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]r
 			return nil, err
 		}
 		p, err := startCCM(e.cp, e.ccm, cfgPath, filepath.Join(e.work, fmt.Sprintf("bigvc-%d.log", len(all))), map[string]string{
-			"--v": "2", "--concurrent-node-syncs": "8", "--kube-api-qps": "200", "--kube-api-burst": "400"})
+			"--v": "2", "--concurrent-node-syncs": "8", "--kube-api-qps": "200", "--kube-api-burst": "400",
+			"--authorization-always-allow-paths": "/healthz,/readyz,/livez,/metrics,/debug/pprof/*"})
 		if err != nil {
 			fleet.Close()
 			return nil, err
@@ -72,6 +73,10 @@ func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]r
 			// Memory after the sync and a tag refresh, not only at its peak.
 			err = p.waitStarted(ctx, 1, 5*time.Minute)
 			r.peakRSSKB = p.peakRSS()
+			prof := filepath.Join(e.work, fmt.Sprintf("bigvc-%d.heap.pprof", len(all)))
+			if perr := p.saveProfile("heap", prof); perr == nil {
+				fmt.Printf("%d VMs: heap profile in %s (go tool pprof -sample_index=inuse_space %s)\n", len(all), prof, prof)
+			}
 			fmt.Printf("%d VMs: now RssAnon %.1f MB, RssFile %.1f MB (binary and libraries); Go heap in use %.1f MB, next GC at %.1f MB\n",
 				len(all), float64(p.status("RssAnon"))/1024, float64(p.status("RssFile"))/1024,
 				p.gauge("go_memstats_heap_inuse_bytes")/(1<<20), p.gauge("go_memstats_next_gc_bytes")/(1<<20))

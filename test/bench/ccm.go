@@ -190,6 +190,24 @@ func (p *ccmProcess) gauge(name string) float64 {
 	return 0
 }
 
+// saveProfile writes /debug/pprof/<name> to path (the CCM must allow the
+// path without authorization).
+func (p *ccmProcess) saveProfile(name, path string) error {
+	res, err := insecure.Get(p.serving + "/debug/pprof/" + name)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/%s: %s", name, res.Status)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
 type counts struct{ soap, rest, restLogins float64 }
 
 // scrapeCounts sums vsphere_ccm_vcenter_requests_total by API from /metrics.

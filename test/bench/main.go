@@ -58,6 +58,7 @@ func main() {
 	bigVMs := flag.Int("big-vms", 40000, "bigvc: VMs in the vCenter")
 	bigNodes := flag.Int("big-nodes", 100, "bigvc: how many of them are Nodes")
 	bigDelay := flag.Duration("big-delay", 50*time.Millisecond, "bigvc: delay of every SOAP call")
+	keep := flag.Bool("keep", false, "keep the work directory (CCM logs, heap profiles) and print its path")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -77,19 +78,23 @@ func main() {
 		}
 		selected = append(selected, s)
 	}
-	if err := runAll(ctx, *ccm, selected, run); err != nil {
+	if err := runAll(ctx, *ccm, *keep, selected, run); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func runAll(ctx context.Context, ccm string, selected []string, run map[string]func(context.Context, env) ([]report, error)) error {
+func runAll(ctx context.Context, ccm string, keep bool, selected []string, run map[string]func(context.Context, env) ([]report, error)) error {
 	root, _ := os.Getwd()
 	work, err := os.MkdirTemp("", "vsphere-ccm-bench-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	if keep {
+		fmt.Printf("work directory (kept): %s\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
 	bin, err := controlplane.Binaries(ctx, root, os.Stderr)
 	if err != nil {
 		return err
