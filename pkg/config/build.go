@@ -159,6 +159,7 @@ func (b *builder) build(raw *rawConfig) *Config {
 	}
 	cfg.Labels = b.buildLabels(raw.Labels)
 	cfg.Nodes = b.buildNodes(raw.Nodes)
+	cfg.HostGroupZones = b.buildHostGroupZones(raw.HostGroupZones, cfg.VCenters)
 	return cfg
 }
 

@@ -17,7 +17,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the .golden files of testdata/invalid")
 
-var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty()}
+var cmpOpts = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}), cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(HostGroupZones{})}
 
 func mustParse(t *testing.T, file string, opts Options) *Config {
 	t.Helper()
@@ -149,6 +149,33 @@ func TestValidFixtures(t *testing.T) {
 			}
 			if diff := cmp.Diff([]LookupMethod{LookupUUID, LookupGuestHostname, LookupVMName}, cfg.Nodes.LookupOrder); diff != "" {
 				t.Errorf("lookup order: %s", diff)
+			}
+			if len(cfg.HostGroupZones) != 2 {
+				t.Fatalf("hostGroupZones: %+v", cfg.HostGroupZones)
+			}
+			names, pattern := cfg.HostGroupZones[0], cfg.HostGroupZones[1]
+			for _, tc := range []struct {
+				entry                     HostGroupZones
+				vcenter, dc, cluster, grp string
+				matches                   bool
+				zone                      string
+			}{
+				{names, "lab", "lab-dc", "stretched-1", "site-b-hosts", true, "zone-b"},
+				{names, "lab", "lab-dc-2", "stretched-1", "site-b-hosts", false, "zone-b"},
+				{names, "lab", "lab-dc", "ordinary", "site-b-hosts", false, "zone-b"},
+				{names, "lab", "lab-dc", "stretched-1", "other-hosts", true, ""},
+				{pattern, "lab", "lab-dc-2", "any", "zone-east-1-hosts", true, "east-1"},
+				{pattern, "lab", "lab-dc-2", "any", "maintenance", true, ""},
+			} {
+				if got := tc.entry.Matches(tc.vcenter, tc.dc, tc.cluster); got != tc.matches {
+					t.Errorf("%s.Matches(%s, %s, %s) = %v", tc.entry.Describe(0), tc.vcenter, tc.dc, tc.cluster, got)
+				}
+				if z, ok := tc.entry.ZoneOf(tc.grp); z != tc.zone || ok != (tc.zone != "") {
+					t.Errorf("%s.ZoneOf(%s) = %q, %v; want %q", tc.entry.Describe(0), tc.grp, z, ok, tc.zone)
+				}
+			}
+			if names.Region != "stretched" || pattern.Region != "" {
+				t.Errorf("regions %q, %q", names.Region, pattern.Region)
 			}
 		}},
 		{"quoting.conf", func(t *testing.T, cfg *Config, _ []Diagnostic) {

@@ -171,6 +171,33 @@ func (d *decoder) decodeValue(path string, e entry, v reflect.Value) {
 			v.Set(reflect.New(t.Elem()))
 		}
 		d.decodeStruct(path, n, v.Elem())
+	case t.Kind() == reflect.Map && t.Elem().Elem().Kind() != reflect.Struct:
+		// A mapping of names to single values (map[string]*string).
+		if n.kind == nullNode {
+			return
+		}
+		if n.kind != mappingNode {
+			d.errorf(n.line, path, key, "expected a mapping of names to values, got %s", n.kind)
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.MakeMap(t))
+		}
+		for _, sub := range n.entries {
+			spath := fmt.Sprintf("%s[%q]", path, sub.key)
+			if r, bad := controlRune(sub.key); bad {
+				d.errorf(sub.line, spath, "", "the name contains the control character %U; remove it", r)
+				continue
+			}
+			if v.MapIndex(reflect.ValueOf(sub.key)).IsValid() {
+				d.errorf(sub.line, spath, "", "duplicate name (first set at line %d); remove one of them", d.pos[spath].Line)
+				continue
+			}
+			d.pos[spath] = d.at(sub.line)
+			elem := reflect.New(t.Elem()).Elem()
+			d.decodeLeaf(spath, "", sub.val, elem)
+			v.SetMapIndex(reflect.ValueOf(sub.key), elem)
+		}
 	case t.Kind() == reflect.Map:
 		if n.kind == nullNode {
 			return

@@ -15,6 +15,8 @@ type yamlFile struct {
 	VCenter map[string]yamlVCenter `json:"vcenter"`
 	Labels  *Labels                `json:"labels,omitempty"`
 	Nodes   yamlNodes              `json:"nodes"`
+	// HostGroupZones is written as configured.
+	HostGroupZones []HostGroupZones `json:"hostGroupZones,omitempty"`
 }
 
 type yamlGlobal struct {
@@ -67,7 +69,8 @@ func Encode(cfg *Config) (out []byte, notes []string, err error) {
 			LoginBackoff:       cfg.Global.LoginBackoff.String(),
 			TagRefreshInterval: cfg.Global.TagRefreshInterval.String(),
 		},
-		VCenter: map[string]yamlVCenter{},
+		VCenter:        map[string]yamlVCenter{},
+		HostGroupZones: cfg.HostGroupZones,
 		Nodes: yamlNodes{
 			InternalNetworkSubnetCIDR:        prefixStrings(cfg.Nodes.InternalSubnets),
 			ExternalNetworkSubnetCIDR:        prefixStrings(cfg.Nodes.ExternalSubnets),

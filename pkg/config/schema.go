@@ -19,6 +19,17 @@ type rawConfig struct {
 	VCenter map[string]*rawVCenter `yaml:"vcenter" ini:"virtualcenter"`
 	Labels  *rawLabels             `yaml:"labels" ini:"labels"`
 	Nodes   *rawNodes              `yaml:"nodes" ini:"nodes"`
+	// Extension: zones from DRS host groups (stretched clusters).
+	HostGroupZones []rawHostGroupZones `yaml:"hostGroupZones" ini:"-"`
+}
+
+type rawHostGroupZones struct {
+	VCenter          *string            `yaml:"vcenter" ini:"-"`
+	Datacenter       *string            `yaml:"datacenter" ini:"-"`
+	Cluster          *string            `yaml:"cluster" ini:"-"`
+	HostGroups       map[string]*string `yaml:"hostGroups" ini:"-"`
+	HostGroupPattern *string            `yaml:"hostGroupPattern" ini:"-"`
+	Region           *string            `yaml:"region" ini:"-"`
 }
 
 // rawConnection holds the keys that may appear both in global and in a

@@ -53,6 +53,9 @@ type Config struct {
 	Labels Labels
 	// Nodes holds the node address selection rules and the VM lookup order.
 	Nodes Nodes
+	// HostGroupZones maps clusters' DRS host groups to zones; the first
+	// entry matching a VM's cluster applies.
+	HostGroupZones []HostGroupZones
 }
 
 // VCenter returns the vCenter with the given name, or false.

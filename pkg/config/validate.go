@@ -79,6 +79,9 @@ func (b *builder) validate(cfg *Config) {
 	}
 	b.structRules(v, "labels", cfg.Labels)
 	b.structRules(v, "nodes", cfg.Nodes)
+	for i, h := range cfg.HostGroupZones {
+		b.structRules(v, fmt.Sprintf("hostGroupZones[%d]", i), h)
+	}
 }
 
 func (b *builder) structRules(v *validator.Validate, prefix string, s any) {
@@ -90,8 +93,34 @@ func (b *builder) structRules(v *validator.Validate, prefix string, s any) {
 	for _, fe := range verrs {
 		// Namespace is "VCenter.port" or "Labels.additional[0].label": drop the type name.
 		_, rest, _ := strings.Cut(fe.Namespace(), ".")
-		path := prefix + "." + rest
+		path := prefix + "." + quoteMapKeys(rest)
 		b.errorf(path, "%s", ruleMessage(fe))
+	}
+}
+
+// quoteMapKeys writes map keys the way the decoder records positions:
+// hostGroups[site-a] -> hostGroups["site-a"]; list indexes stay as they are.
+func quoteMapKeys(path string) string {
+	var b strings.Builder
+	for {
+		open := strings.IndexByte(path, '[')
+		if open < 0 {
+			b.WriteString(path)
+			return b.String()
+		}
+		end := strings.IndexByte(path[open:], ']')
+		if end < 0 {
+			b.WriteString(path)
+			return b.String()
+		}
+		key := path[open+1 : open+end]
+		b.WriteString(path[:open])
+		if _, err := strconv.Atoi(key); err == nil || strings.HasPrefix(key, `"`) {
+			b.WriteString("[" + key + "]")
+		} else {
+			b.WriteString("[" + strconv.Quote(key) + "]")
+		}
+		path = path[open+end+1:]
 	}
 }
 

@@ -31,9 +31,11 @@ type Client interface {
 // asked for (the Nodes; or of every VM, for tools), and the hosts,
 // clusters, folders, datacenters and pools above them.
 type Index struct {
-	client     Client
-	log        klog.Logger
-	allDetails bool
+	client        Client
+	log           klog.Logger
+	allDetails    bool
+	clusterGroups bool // follow clusters' DRS groups and rules
+	hostnames     bool // follow every VM's guest host name
 
 	mu        sync.RWMutex
 	data      *data
@@ -73,11 +75,13 @@ func newData() *data {
 }
 
 // NewIndex returns an empty index for one vCenter; Run fills it. With
-// allDetails it keeps every VM's details (tools that list every VM);
-// otherwise those of every VM while the vCenter has at most eagerMax, and
-// beyond that only those of the VMs lookups ask for.
-func NewIndex(c Client, allDetails bool, eagerMax int) *Index {
-	return &Index{client: c, data: newData(), log: klog.Background(), allDetails: allDetails, eagerMax: eagerMax,
+// opts.AllDetails it keeps every VM's details (tools that list every VM);
+// otherwise those of every VM while the vCenter has at most
+// opts.EagerDetailsMax, and beyond that only those of the VMs lookups ask
+// for. Options are used as given (New applies the defaults).
+func NewIndex(c Client, opts Options) *Index {
+	return &Index{client: c, data: newData(), log: klog.Background(), allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
+		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames,
 		syncedCh: make(chan struct{}), detailCh: make(chan struct{}),
 		interest: map[string]bool{}, pending: map[string]bool{}, wantCh: make(chan struct{}, 1)}
 }
@@ -474,6 +478,8 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (change
 				o.Name, _ = c.Val.(string)
 			case "parent":
 				o.Parent, _ = c.Val.(types.ManagedObjectReference)
+			case "configurationEx":
+				o.Groups = clusterGroupsOf(c.Val)
 			}
 		}
 	}
@@ -563,8 +569,9 @@ func nicsOf(in []types.GuestNicInfo) []NIC {
 	return out
 }
 
-// identityProperties are the VM properties followed for every VM.
-var identityProperties = []string{"name", "config.uuid", "config.template", "guest.hostName"}
+// identityProperties are the VM properties followed for every VM; with
+// guest host names, guest.hostName too.
+var identityProperties = []string{"name", "config.uuid", "config.template"}
 
 // vmProperties are the VM properties followed for the VMs whose details
 // are kept.

@@ -32,6 +32,14 @@ type Options struct {
 	// VMs lookups ask for have details; the others cost only their
 	// identity. Negative: never eager.
 	EagerDetailsMax int
+	// ClusterGroups follows every cluster's DRS host groups, VM groups and
+	// VM-host rules (its configurationEx) with the rest of the inventory:
+	// Object.Groups. Off unless zones come from host groups.
+	ClusterGroups bool
+	// GuestHostnames indexes every VM's guest host name (guest.hostName),
+	// for FindByGuestHostname. Off, the name is neither read nor kept for
+	// VMs without details: tens of bytes per VM in a big vCenter.
+	GuestHostnames bool
 }
 
 // Inventory is the set of per-vCenter indexes.
@@ -51,7 +59,7 @@ func New(clients []Client, opts Options) *Inventory {
 	}
 	inv := &Inventory{opts: opts}
 	for _, c := range clients {
-		inv.indexes = append(inv.indexes, NewIndex(c, opts.AllDetails, opts.EagerDetailsMax))
+		inv.indexes = append(inv.indexes, NewIndex(c, opts))
 	}
 	return inv
 }
@@ -131,6 +139,9 @@ func (inv *Inventory) FindByName(ctx context.Context, name string) (VM, error) {
 // FindByGuestHostname finds the VM whose guest host name (VMware Tools) is
 // name, case-insensitively, falling back to a direct search by DNS name.
 func (inv *Inventory) FindByGuestHostname(ctx context.Context, name string) (VM, error) {
+	if !inv.opts.GuestHostnames && !inv.opts.AllDetails {
+		return VM{}, fmt.Errorf("guest host name %q: guest host names are not indexed (Options.GuestHostnames is off)", name)
+	}
 	lower := strings.ToLower(name)
 	return inv.find(ctx, fmt.Sprintf("guest host name %q", name),
 		lookupKey{host: lower},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -185,6 +186,9 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collect
 	}
 	st := &collector{session: s, pc: pc}
 	vmProps := identityProperties
+	if ix.hostnames {
+		vmProps = append(slices.Clip(vmProps), "guest.hostName")
+	}
 	if ix.allDetails {
 		vmProps = vmProperties
 	} else {
@@ -234,7 +238,11 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collect
 	}
 	spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: "VirtualMachine", PathSet: vmProps})
 	for _, k := range objectKinds {
-		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: k, PathSet: []string{"name", "parent"}})
+		props := []string{"name", "parent"}
+		if k == "ClusterComputeResource" && ix.clusterGroups {
+			props = append(props, "configurationEx")
+		}
+		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: k, PathSet: props})
 	}
 	if _, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: spec}); err != nil {
 		_ = pc.Destroy(ctx)

@@ -62,6 +62,9 @@ type Object struct {
 	Ref    types.ManagedObjectReference
 	Name   string
 	Parent types.ManagedObjectReference
+	// Groups is a cluster's DRS groups and VM-host rules, when followed
+	// (Options.ClusterGroups); nil otherwise. Shared: do not modify.
+	Groups *ClusterGroups
 }
 
 // Kind names the object type for humans ("host", "cluster", ...).

@@ -28,6 +28,9 @@ type Result struct {
 	Zone   *Value           `json:"zone,omitempty"`
 	Region *Value           `json:"region,omitempty"`
 	Labels map[string]Value `json:"labels,omitempty"`
+	// Placement is set when a hostGroupZones entry applies to the VM's
+	// cluster: its intended and actual zone.
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // Resolver resolves VMs of every vCenter.
@@ -142,7 +145,21 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 		return Result{}, fmt.Errorf("VM %s: the inventory of vCenter %q is not read yet, so the VM's host and folders are unknown; retried when it is", vm.Location(), vm.VCenter)
 	}
 	chain := Chain(ix, vm)
+	// Precedence: a hostGroupZones entry for the VM's cluster, then
+	// staticTopology, then tags.
 	staticZone, staticRegion := static(vc, vm.Datacenter)
+	groups, err := resolveGroups(r.cfg.HostGroupZones, ix, vm)
+	if err != nil {
+		return Result{}, err
+	}
+	if groups != nil {
+		if groups.zone != nil {
+			staticZone = groups.zone
+		}
+		if groups.region != nil {
+			staticRegion = groups.region
+		}
+	}
 
 	needTags := (r.cfg.Labels.Zone != "" && staticZone == nil) || (r.cfg.Labels.Region != "" && staticRegion == nil) ||
 		len(r.cfg.Labels.Additional) > 0
@@ -152,11 +169,17 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 		}
 	}
 	res, err := r.resolve(vm, cache, chain, staticZone, staticRegion)
+	if groups != nil {
+		res.Placement = groups.placement
+	}
 	var me *MissingTagError
 	if errors.As(err, &me) && !me.NoCategory {
 		// A tag may have been attached since the last refresh.
 		if again, rerr := cache.RefreshIfOlder(ctx, r.opts.MissRefreshAfter); again && rerr == nil {
 			res, err = r.resolve(vm, cache, chain, staticZone, staticRegion)
+			if groups != nil {
+				res.Placement = groups.placement
+			}
 		}
 	}
 	return res, err

@@ -83,7 +83,7 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 		ic = append(ic, c)
 		tc = append(tc, c)
 	}
-	inv := inventory.New(ic, inventory.Options{MaxWait: time.Second})
+	inv := inventory.New(ic, inventory.Options{MaxWait: time.Second, ClusterGroups: len(cfg.HostGroupZones) > 0})
 	rctx, cancel := context.WithCancel(ctx)
 	inv.Run(rctx)
 	t.Cleanup(func() { cancel(); inv.Wait() }) // before the pool and the simulators close
