@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,6 +29,7 @@ func newTopologyCommand(ctx context.Context, env []string, stdout, stderr io.Wri
 	var (
 		cloudConfig, kubeconfig, nodeName, uuid, output string
 		timeout                                         time.Duration
+		csi                                             bool
 	)
 	explain := &cobra.Command{
 		Use:   "explain",
@@ -35,9 +37,14 @@ func newTopologyCommand(ctx context.Context, env []string, stdout, stderr io.Wri
 		Long: `Connects with the given cloud-config (credentials from the Secrets it names, read
 with --kubeconfig, from a secrets directory, or inline) and prints, for every VM
 in scope or for one node or UUID: vCenter, datacenter, cluster, host, zone and
-region, and where each value came from. Then it lists tag conflicts, untagged
-placements and unreachable vCenters. Exit status 0 when there is no problem,
-3 when problems were found, 1 on errors.`,
+region, and where each value came from; for VMs of stretched clusters
+(hostGroupZones) their intended and actual zone. With --csi, also what vSphere
+CSI computes with the same categories (host chain only), flagging every
+difference. With --kubeconfig, Nodes whose zone or region label no longer
+matches their VM are listed as drifted. Then it lists tag and group conflicts,
+untagged placements, unreachable vCenters, misplaced VMs, drifted Nodes and
+CSI differences. Exit status 0 when there is no problem, 3 when problems were
+found, 1 on errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			if cloudConfig == "" {
@@ -83,6 +90,7 @@ placements and unreachable vCenters. Exit status 0 when there is no problem,
 			}
 			p.WaitForUsable(ctx)
 			var vms []inventory.VM
+			opts := provider.ExplainOptions{CSI: csi}
 			switch {
 			case nodeName != "":
 				if kube == nil {
@@ -97,6 +105,7 @@ placements and unreachable vCenters. Exit status 0 when there is no problem,
 					return err
 				}
 				vms = append(vms, vm)
+				opts.Nodes = []v1.Node{*node}
 			case uuid != "":
 				vm, err := p.Inventory().FindByUUID(ctx, uuid)
 				if err != nil {
@@ -104,7 +113,14 @@ placements and unreachable vCenters. Exit status 0 when there is no problem,
 				}
 				vms = append(vms, vm)
 			}
-			ex := p.Explain(ctx, vms...)
+			if kube != nil && nodeName == "" {
+				nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return fmt.Errorf("list Nodes (for drift): %w", err)
+				}
+				opts.Nodes = nodes.Items
+			}
+			ex := p.Explain(ctx, opts, vms...)
 			if output == "json" {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
@@ -114,7 +130,7 @@ placements and unreachable vCenters. Exit status 0 when there is no problem,
 			} else {
 				printExplanation(stdout, ex)
 			}
-			if len(ex.Conflicts)+len(ex.Untagged)+len(ex.Unreachable) > 0 {
+			if ex.Problems() > 0 {
 				return exitError{3}
 			}
 			return nil
@@ -127,16 +143,26 @@ placements and unreachable vCenters. Exit status 0 when there is no problem,
 	f.StringVar(&uuid, "uuid", "", "explain only the VM with this BIOS UUID")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
 	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+	f.BoolVar(&csi, "csi", false, "also show what vSphere CSI computes with the same categories, and every difference")
 	cmd.AddCommand(explain)
 	return cmd
 }
 
 func printExplanation(w io.Writer, ex provider.Explanation) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VM\tVCENTER\tDATACENTER\tCLUSTER\tHOST\tZONE\tREGION\tPOWER")
+	withCSI := len(ex.Placements) > 0 && ex.Placements[0].CSI != nil
+	head := "VM\tVCENTER\tDATACENTER\tCLUSTER\tHOST\tZONE\tREGION\tPOWER"
+	if withCSI {
+		head += "\tCSI ZONE\tCSI REGION"
+	}
+	fmt.Fprintln(tw, head)
 	for _, p := range ex.Placements {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.VM, p.VCenter, p.Datacenter, dash(p.Cluster), dash(p.Host),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", p.VM, p.VCenter, p.Datacenter, dash(p.Cluster), dash(p.Host),
 			value(p.Zone, p.Error), value(p.Region, p.Error), p.PowerState)
+		if p.CSI != nil {
+			fmt.Fprintf(tw, "\t%s\t%s", value(p.CSI.Zone, p.CSI.Error), value(p.CSI.Region, p.CSI.Error))
+		}
+		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
@@ -155,6 +181,10 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 		if len(parts) == 0 {
 			parts = append(parts, "no zone or region")
 		}
+		if p.Site != nil {
+			site := "site: intended " + siteValue(p.Site.Intended) + ", actual " + siteValue(p.Site.Actual)
+			parts = append(parts, site)
+		}
 		fmt.Fprintf(w, "  %s: %s\n", p.VM, strings.Join(parts, "; "))
 	}
 	section := func(title string, items []string) {
@@ -166,6 +196,18 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 	section("Conflicts", ex.Conflicts)
 	section("Untagged placements", ex.Untagged)
 	section("Unreachable vCenters", ex.Unreachable)
+	section("Misplaced VMs (stretched clusters)", ex.Misplaced)
+	section("Drifted Nodes", ex.Drifted)
+	if withCSI {
+		section("Differences with vSphere CSI", ex.CSIDifferences)
+	}
+}
+
+func siteValue(v *topology.Value) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s (%s)", v.Value, v.From)
 }
 
 func dash(s string) string {

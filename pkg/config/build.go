@@ -160,6 +160,17 @@ func (b *builder) build(raw *rawConfig) *Config {
 	cfg.Labels = b.buildLabels(raw.Labels)
 	cfg.Nodes = b.buildNodes(raw.Nodes)
 	cfg.HostGroupZones = b.buildHostGroupZones(raw.HostGroupZones, cfg.VCenters)
+	if cfg.Labels.CSICompatible {
+		// vSphere CSI reads tags on the host chain and nothing else.
+		if len(cfg.HostGroupZones) > 0 {
+			b.errorf("labels.csiCompatible", "csiCompatible is set, but vSphere CSI cannot see the zones of hostGroupZones: remove hostGroupZones, or unset csiCompatible and tag the hosts of each site (docs/csi.md)")
+		}
+		for _, vc := range cfg.VCenters {
+			if !vc.StaticTopology.IsZero() {
+				b.errorf(vcenterPath(vc.Name)+".staticTopology", "labels.csiCompatible is set, but vSphere CSI cannot see staticTopology: remove it and tag the clusters or hosts, or unset csiCompatible")
+			}
+		}
+	}
 	return cfg
 }
 
@@ -294,9 +305,10 @@ func contains(list []string, s string) bool {
 
 func (b *builder) buildLabels(raw *rawLabels) Labels {
 	if raw == nil {
-		return Labels{}
+		return Labels{OnDrift: DriftKeep}
 	}
-	l := Labels{Zone: deref(raw.Zone), Region: deref(raw.Region)}
+	l := Labels{Zone: deref(raw.Zone), Region: deref(raw.Region), CSICompatible: deref(raw.CSICompatible),
+		OnDrift: DriftPolicy(orDefault(raw.OnDrift, string(DriftKeep)))}
 	if raw.Zone != nil && strings.TrimSpace(*raw.Zone) == "" {
 		b.errorf("labels.zone", "zone category name is empty; name a tag category or remove the key")
 	}

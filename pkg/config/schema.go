@@ -87,6 +87,10 @@ type rawLabels struct {
 	Region *string `yaml:"region" ini:"region"`
 	// Extension: further tag categories copied to node labels.
 	Additional []rawAdditionalLabel `yaml:"additional" ini:"-"`
+	// Extension: resolve like vSphere CSI (host chain only).
+	CSICompatible *bool `yaml:"csiCompatible" ini:"csi-compatible"`
+	// Extension: keep or relabel on drift.
+	OnDrift *string `yaml:"onDrift" ini:"on-drift"`
 }
 
 type rawAdditionalLabel struct {

@@ -200,6 +200,17 @@ type Labels struct {
 	Region string `json:"region,omitempty"`
 	// Additional maps further tag categories to node label keys.
 	Additional []AdditionalLabel `json:"additional,omitempty" validate:"dive"`
+	// CSICompatible resolves zone and region exactly as vSphere CSI does:
+	// tags on the host chain only (host, cluster, host folders, datacenter
+	// and its folders), never the VM or its folders; staticTopology and
+	// hostGroupZones are then not allowed.
+	CSICompatible bool `json:"csiCompatible,omitempty"`
+	// OnDrift says what happens when the zone or region of an initialized
+	// Node's VM changes (a vMotion, an HA restart, a tag or group change):
+	// keep (default: a Warning event and a gauge, labels unchanged) or
+	// relabel (the labels follow the VM; volumes bound to the old zone
+	// no longer match the Node).
+	OnDrift DriftPolicy `json:"onDrift,omitempty" validate:"omitempty,oneof=keep relabel"`
 }
 
 // AdditionalLabel copies the tag of Category (on the nearest ancestor) to the node label Label.
@@ -207,6 +218,15 @@ type AdditionalLabel struct {
 	Category string `json:"category" validate:"required"`
 	Label    string `json:"label" validate:"required,labelkey"`
 }
+
+// DriftPolicy is labels.onDrift.
+type DriftPolicy string
+
+// The drift policies.
+const (
+	DriftKeep    DriftPolicy = "keep"
+	DriftRelabel DriftPolicy = "relabel"
+)
 
 // LookupMethod is one way of matching a Node without a providerID to a VM.
 type LookupMethod string

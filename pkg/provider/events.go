@@ -21,6 +21,18 @@ const (
 	ReasonTopologyConflict   = "TopologyConflict"
 	ReasonTopologyTagMissing = "TopologyTagMissing"
 	ReasonVCenterUnreachable = "VCenterUnreachable"
+	// ReasonHostGroupZoneInvalid: a hostGroupZones entry cannot give the
+	// VM one zone (see topology.GroupError).
+	ReasonHostGroupZoneInvalid = "HostGroupZoneInvalid"
+	// ReasonTopologyDrift: the zone or region of an initialized Node's VM
+	// changed; the labels are kept (labels.onDrift: keep).
+	ReasonTopologyDrift = "TopologyDrift"
+	// ReasonTopologyRelabelled (Normal): the labels followed the VM
+	// (labels.onDrift: relabel).
+	ReasonTopologyRelabelled = "TopologyRelabelled"
+	// ReasonTopologyNotVisibleToCSI: the zone or region comes from a tag
+	// on the VM or its folders, which vSphere CSI does not read.
+	ReasonTopologyNotVisibleToCSI = "TopologyNotVisibleToCSI"
 )
 
 // eventInterval is how long an identical event for a node is not repeated.
@@ -38,9 +50,12 @@ func reason(err error, notFoundIsProblem bool) string {
 	var ce *topology.ConflictError
 	var ie *topology.InvalidTagError
 	var me *topology.MissingTagError
+	var ge *topology.GroupError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &ge):
+		return ReasonHostGroupZoneInvalid
 	case errors.Is(err, inventory.ErrAmbiguous):
 		return ReasonAmbiguousVM
 	case errors.As(err, &ce), errors.As(err, &ie):
@@ -56,15 +71,18 @@ func reason(err error, notFoundIsProblem bool) string {
 }
 
 func (e *events) warn(node *v1.Node, err error, notFoundIsProblem bool) {
+	if r := reason(err, notFoundIsProblem); r != "" {
+		e.send(node, v1.EventTypeWarning, r, err.Error())
+	}
+}
+
+// send records an event unless the same one was sent for the node within
+// eventInterval.
+func (e *events) send(node *v1.Node, eventType, reason, msg string) {
 	if e == nil || e.recorder == nil {
 		return
 	}
-	r := reason(err, notFoundIsProblem)
-	if r == "" {
-		return
-	}
-	msg := err.Error()
-	key := node.Name + "/" + r + "/" + msg
+	key := node.Name + "/" + reason + "/" + msg
 	now := time.Now()
 	e.mu.Lock()
 	if t, ok := e.last[key]; ok && now.Sub(t) < eventInterval {
@@ -76,5 +94,5 @@ func (e *events) warn(node *v1.Node, err error, notFoundIsProblem bool) {
 	}
 	e.last[key] = now
 	e.mu.Unlock()
-	e.recorder.Event(node, v1.EventTypeWarning, r, msg)
+	e.recorder.Event(node, eventType, reason, msg)
 }

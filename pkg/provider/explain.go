@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
@@ -23,7 +25,30 @@ type Placement struct {
 	Zone       *topology.Value           `json:"zone,omitempty"`
 	Region     *topology.Value           `json:"region,omitempty"`
 	Labels     map[string]topology.Value `json:"labels,omitempty"`
-	Error      string                    `json:"error,omitempty"`
+	// Site is the intended and actual zone when host groups apply.
+	Site *topology.Placement `json:"site,omitempty"`
+	// Warning is the site's warning, if any.
+	Warning string `json:"warning,omitempty"`
+	// CSI is what vSphere CSI computes (ExplainOptions.CSI).
+	CSI   *CSIView `json:"csi,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+// CSIView is the zone and region vSphere CSI computes for a VM with the
+// same categories, and how they differ from the CCM's.
+type CSIView struct {
+	Zone        *topology.Value `json:"zone,omitempty"`
+	Region      *topology.Value `json:"region,omitempty"`
+	Differences []string        `json:"differences,omitempty"`
+	Error       string          `json:"error,omitempty"`
+}
+
+// ExplainOptions selects what Explain adds.
+type ExplainOptions struct {
+	// CSI adds, per VM, what vSphere CSI computes, and lists differences.
+	CSI bool
+	// Nodes are checked for drift: labels that no longer match their VM.
+	Nodes []v1.Node
 }
 
 // Explanation is the report of `topology explain`.
@@ -37,11 +62,24 @@ type Explanation struct {
 	// Unreachable are vCenters that are not connected or whose inventory is
 	// not current.
 	Unreachable []string `json:"unreachable,omitempty"`
+	// Misplaced are VMs of stretched clusters outside their intended zone,
+	// or without one.
+	Misplaced []string `json:"misplaced,omitempty"`
+	// Drifted are Nodes whose zone or region label no longer matches their VM.
+	Drifted []string `json:"drifted,omitempty"`
+	// CSIDifferences are VMs whose zone or region differs from what vSphere
+	// CSI computes (ExplainOptions.CSI).
+	CSIDifferences []string `json:"csiDifferences,omitempty"`
+}
+
+// Problems counts what an operator should fix.
+func (ex Explanation) Problems() int {
+	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences)
 }
 
 // Explain resolves every VM in scope (or only vms, when given) and
 // collects the problems an operator can fix.
-func (p *Provider) Explain(ctx context.Context, vms ...inventory.VM) Explanation {
+func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inventory.VM) Explanation {
 	var ex Explanation
 	if !p.ready() {
 		ex.Unreachable = append(ex.Unreachable, p.notReady().Error())
@@ -81,15 +119,33 @@ func (p *Provider) Explain(ctx context.Context, vms ...inventory.VM) Explanation
 			}
 		}
 		res, err := p.topo.Resolve(ctx, vm)
-		pl.Zone, pl.Region, pl.Labels = res.Zone, res.Region, res.Labels
+		pl.Zone, pl.Region, pl.Labels, pl.Site = res.Zone, res.Region, res.Labels, res.Placement
+		if _, w := res.Placement.Warning(); w != "" {
+			pl.Warning = w
+			note(&ex.Misplaced, fmt.Sprintf("VM %s: %s", vm.Location(), w))
+		}
+		if opts.CSI {
+			csi, cerr := p.topo.CSI(ctx, vm)
+			pl.CSI = &CSIView{Zone: csi.Zone, Region: csi.Region}
+			if cerr != nil {
+				pl.CSI.Error = cerr.Error()
+			}
+			if err == nil {
+				pl.CSI.Differences = topology.CSIDifferences(res, csi)
+				for _, d := range pl.CSI.Differences {
+					note(&ex.CSIDifferences, fmt.Sprintf("VM %s: %s", vm.Location(), d))
+				}
+			}
+		}
 		if err != nil {
 			pl.Error = err.Error()
 			for _, e := range flatten(err) {
 				var ce *topology.ConflictError
 				var ie *topology.InvalidTagError
 				var me *topology.MissingTagError
+				var ge *topology.GroupError
 				switch {
-				case errors.As(e, &ce), errors.As(e, &ie):
+				case errors.As(e, &ce), errors.As(e, &ie), errors.As(e, &ge):
 					note(&ex.Conflicts, e.Error())
 				case errors.As(e, &me):
 					note(&ex.Untagged, e.Error())
@@ -98,7 +154,36 @@ func (p *Provider) Explain(ctx context.Context, vms ...inventory.VM) Explanation
 		}
 		ex.Placements = append(ex.Placements, pl)
 	}
+	for _, d := range p.nodeDrift(ctx, opts.Nodes) {
+		note(&ex.Drifted, d.String())
+	}
 	return ex
+}
+
+// nodeDrift returns the drift this process saw on InstanceMetadata calls
+// and the drift of the given Nodes (for the explain command).
+func (p *Provider) nodeDrift(ctx context.Context, nodes []v1.Node) []Drift {
+	out := p.drifts.all()
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Spec.ProviderID == "" {
+			continue
+		}
+		vm, err := p.FindVM(ctx, n)
+		if err != nil {
+			continue
+		}
+		res, err := p.topo.Resolve(ctx, vm)
+		if err != nil {
+			continue
+		}
+		host := vm.Host.Value
+		if o, ok := p.inv.Index(vm.VCenter).Object(vm.Host); ok {
+			host = o.Name
+		}
+		out = append(out, driftOf(n, vm.VCenter, host, res)...)
+	}
+	return out
 }
 
 func flatten(err error) []error {

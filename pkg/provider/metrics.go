@@ -25,6 +25,7 @@ type Metrics struct {
 	lookups      *metrics.CounterVec
 	verdicts     *metrics.CounterVec
 	vcDownFor    *metrics.GaugeVec
+	drifted      *metrics.GaugeVec
 }
 
 const namespace = "vsphere_ccm"
@@ -60,12 +61,15 @@ func NewMetrics() *Metrics {
 		vcDownFor: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_unusable_seconds",
 			Help:           "Seconds since the vCenter became unusable (down, or its inventory not current); 0 while usable. Alert on it instead of a liveness probe.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		drifted: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_topology_drifted",
+			Help:           "Initialized Nodes whose zone or region label no longer matches their VM (moved, retagged, regrouped), by the VM's vCenter.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.tagAge, m.lookups, m.verdicts, m.vcDownFor}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.tagAge, m.lookups, m.verdicts, m.vcDownFor, m.drifted}
 }
 
 // Request implements vcenter.Observer.
@@ -110,7 +114,9 @@ func (m *Metrics) Refresh(p *Provider) {
 		}
 		return now.Sub(t).Seconds()
 	}
+	drifted := p.drifts.perVCenter()
 	for _, c := range p.pool.Clients() {
+		m.drifted.WithLabelValues(c.Name()).Set(float64(drifted[c.Name()]))
 		up := 0.0
 		if c.Health().State != vcenter.Down {
 			up = 1

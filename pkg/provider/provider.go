@@ -75,6 +75,8 @@ type Provider struct {
 
 	events  *events
 	waiting *waiting // Nodes to retry when a vCenter becomes usable
+	drifts  *drifts  // initialized Nodes whose labels no longer match their VM
+	kube    kubernetes.Interface
 
 	startOnce sync.Once
 	started   chan struct{}
@@ -89,7 +91,7 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 	if opts.InventoryMaxWait <= 0 {
 		opts.InventoryMaxWait = min(30*time.Second, max(cfg.Global.RequestTimeout/2, time.Second))
 	}
-	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), waiting: newWaiting()}
+	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), waiting: newWaiting(), drifts: newDrifts()}
 	if opts.Recorder != nil {
 		p.events = &events{recorder: opts.Recorder}
 	}
@@ -113,6 +115,7 @@ func (p *Provider) Start(ctx context.Context, kube kubernetes.Interface) error {
 func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	ctx, p.cancel = context.WithCancel(ctx)
 	p.startedAt = time.Now()
+	p.kube = kube
 	p.creds = credentials.New(p.cfg, credentials.Options{Client: kube})
 	// The watches live as long as ctx; nothing waits for them: a vCenter
 	// whose Secret is not loaded yet is down until it is.
@@ -402,6 +405,7 @@ func (p *Provider) instanceMetadata(ctx context.Context, node *v1.Node) (*cloudp
 	if err != nil {
 		return nil, fmt.Errorf("node %s (VM %s): %w", node.Name, vm.Location(), err)
 	}
+	p.noticeTopology(ctx, node, vm, topo)
 	md := &cloudprovider.InstanceMetadata{
 		ProviderID:       p.providerID(vm),
 		InstanceType:     InstanceType(vm),

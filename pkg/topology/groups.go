@@ -24,26 +24,39 @@ type Placement struct {
 	Actual *Value `json:"actual,omitempty"`
 }
 
-// Warning says what an operator should know about the placement, or "":
-// the VM runs outside its intended zone, or it has no intended zone so its
-// zone is only where it happens to run now.
-func (p *Placement) Warning() string {
+// Reasons of placement warnings; they are also the reasons of the
+// Warning events on Nodes.
+const (
+	// ReasonOutsideIntendedZone: the VM runs outside the zone its VM group
+	// and rule intend (an HA restart or a manual vMotion to the other site).
+	ReasonOutsideIntendedZone = "OutsideIntendedZone"
+	// ReasonNoIntendedZone: the VM is in no VM group tied to a zone, so its
+	// zone is only where it runs now.
+	ReasonNoIntendedZone = "NoIntendedZone"
+	// ReasonNoZoneGroup: neither the VM nor its host is in a group that is
+	// a zone.
+	ReasonNoZoneGroup = "NoZoneHostGroup"
+)
+
+// Warning says what an operator should know about the placement, with a
+// reason, or "" and "".
+func (p *Placement) Warning() (reason, msg string) {
 	switch {
 	case p == nil:
-		return ""
+		return "", ""
 	case p.Intended != nil && p.Actual != nil && p.Intended.Value != p.Actual.Value:
-		return fmt.Sprintf("the VM runs in zone %q (%s), outside its intended zone %q (%s); the Node keeps the intended zone",
+		return ReasonOutsideIntendedZone, fmt.Sprintf("the VM runs in zone %q (%s), outside its intended zone %q (%s); the Node keeps the intended zone",
 			p.Actual.Value, p.Actual.From, p.Intended.Value, p.Intended.From)
 	case p.Intended != nil && p.Actual == nil:
-		return fmt.Sprintf("the VM runs on a host in no zone host group of %s, outside its intended zone %q (%s)",
+		return ReasonOutsideIntendedZone, fmt.Sprintf("the VM runs on a host in no zone host group of %s, outside its intended zone %q (%s)",
 			p.Cluster, p.Intended.Value, p.Intended.From)
 	case p.Intended == nil && p.Actual != nil:
-		return fmt.Sprintf("the VM is in no VM group tied by a VM-host rule to a zone host group of %s, so its zone %q is only where it runs now (%s) and may be wrong after an HA restart: add it to the VM group of its site",
+		return ReasonNoIntendedZone, fmt.Sprintf("the VM is in no VM group tied by a VM-host rule to a zone host group of %s, so its zone %q is only where it runs now (%s) and may be wrong after an HA restart: add it to the VM group of its site",
 			p.Cluster, p.Actual.Value, p.Actual.From)
 	case p.Intended == nil && p.Actual == nil:
-		return fmt.Sprintf("neither the VM nor its host is in a group of %s that is a zone, so its zone comes from staticTopology or tags, if any", p.Cluster)
+		return ReasonNoZoneGroup, fmt.Sprintf("neither the VM nor its host is in a group of %s that is a zone, so its zone comes from staticTopology or tags, if any", p.Cluster)
 	}
-	return ""
+	return "", ""
 }
 
 // GroupError is a hostGroupZones entry that cannot give a VM a zone: no
@@ -145,7 +158,7 @@ func resolveGroups(entries []config.HostGroupZones, ix *inventory.Index, vm inve
 		switch len(zones) {
 		case 0:
 		case 1:
-			p.Actual = &Value{zones[0], fmt.Sprintf("host %s is in host group %s of %s (%s)", hostName(ix, vm), strings.Join(groups, ", "), where, entry.Describe(idx))}
+			p.Actual = &Value{zones[0], fmt.Sprintf("host %s is in host group %s of %s (%s)", hostName(ix, vm), strings.Join(groups, ", "), where, entry.Describe(idx)), SourceHostGroup}
 		default:
 			return nil, fail("host %s is in host groups %s, which are different zones (%s): a host belongs to one site; remove it from all but one", hostName(ix, vm), strings.Join(groups, ", "), strings.Join(zones, ", "))
 		}
@@ -170,7 +183,7 @@ func resolveGroups(entries []config.HostGroupZones, ix *inventory.Index, vm inve
 	switch len(zones) {
 	case 0:
 	case 1:
-		p.Intended = &Value{zones[0], fmt.Sprintf("%s of %s (%s)", strings.Join(why, "; "), where, entry.Describe(idx))}
+		p.Intended = &Value{zones[0], fmt.Sprintf("%s of %s (%s)", strings.Join(why, "; "), where, entry.Describe(idx)), SourceHostGroup}
 	default:
 		return nil, fail("the VM's groups and VM-host rules point to different zones (%s): keep the VM in the VM group of one site", strings.Join(why, "; "))
 	}
@@ -180,7 +193,7 @@ func resolveGroups(entries []config.HostGroupZones, ix *inventory.Index, vm inve
 		out.zone = p.Actual
 	}
 	if entry.Region != "" {
-		out.region = &Value{entry.Region, fmt.Sprintf("region of %s for %s", entry.Describe(idx), where)}
+		out.region = &Value{entry.Region, fmt.Sprintf("region of %s for %s", entry.Describe(idx), where), SourceHostGroup}
 	}
 	return out, nil
 }

@@ -113,16 +113,16 @@ func TestHostGroupZones(t *testing.T) {
 					t.Fatalf("%s: placement %+v, want actual zone %s", vm.Name, p, want)
 				}
 				if vm.Name == s.loose.Name {
-					if p.Intended != nil || !strings.Contains(p.Warning(), "in no VM group") {
-						t.Errorf("%s (in no VM group): intended %+v, warning %q", vm.Name, p.Intended, p.Warning())
+					if reason, msg := p.Warning(); p.Intended != nil || reason != topology.ReasonNoIntendedZone || !strings.Contains(msg, "in no VM group") {
+						t.Errorf("%s (in no VM group): intended %+v, warning %s %q", vm.Name, p.Intended, reason, msg)
 					}
 					continue
 				}
 				if p.Intended == nil || p.Intended.Value != want || !strings.Contains(p.Intended.From, "rule site-"+s.site[vm.Name]+"-vms-on-site-") {
 					t.Errorf("%s: intended %+v, want %s from its rule", vm.Name, p.Intended, want)
 				}
-				if w := p.Warning(); w != "" {
-					t.Errorf("%s: warning %q, want none", vm.Name, w)
+				if reason, msg := p.Warning(); reason != "" {
+					t.Errorf("%s: warning %s %q, want none", vm.Name, reason, msg)
 				}
 			}
 			for _, vm := range s.other {
@@ -161,11 +161,11 @@ func TestHostGroupFailover(t *testing.T) {
 		p := placement()
 		return p.Actual != nil && p.Actual.Value == "zone-b"
 	})
-	if w := placement().Warning(); !strings.Contains(w, `runs in zone "zone-b"`) || !strings.Contains(w, `outside its intended zone "zone-a"`) {
-		t.Errorf("warning %q, want it to name both zones", w)
+	if reason, w := placement().Warning(); reason != topology.ReasonOutsideIntendedZone || !strings.Contains(w, `runs in zone "zone-b"`) || !strings.Contains(w, `outside its intended zone "zone-a"`) {
+		t.Errorf("warning %s %q, want OutsideIntendedZone naming both zones", reason, w)
 	}
 	must(t, s.v.Relocate(ctx, vm.Ref, s.hosts[0]))
-	poll.True(t, "the VM back on site a", func() bool { return placement().Warning() == "" })
+	poll.True(t, "the VM back on site a", func() bool { reason, _ := placement().Warning(); return reason == "" })
 }
 
 // TestHostGroupErrors: configurations that cannot give a VM one zone are

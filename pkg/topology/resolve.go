@@ -20,7 +20,30 @@ type Value struct {
 	// From says where the value came from, for example
 	// "tag k8s-zone:zone-a on cluster site-a (domain-c7)".
 	From string `json:"from"`
+	// Source is the kind of source; vSphere CSI sees only SourceHostTag.
+	Source Source `json:"source"`
 }
+
+// Source is the kind of source of a Value.
+type Source string
+
+// The sources of values.
+const (
+	// SourceHostTag: a tag on the VM's host, cluster, host folders,
+	// datacenter or its folders: the objects vSphere CSI reads too.
+	SourceHostTag Source = "hostTag"
+	// SourceVMTag: a tag on the VM or its VM folders (vSphere CSI does not
+	// look there).
+	SourceVMTag Source = "vmTag"
+	// SourceStatic: staticTopology in the config.
+	SourceStatic Source = "static"
+	// SourceHostGroup: a DRS host group (config hostGroupZones).
+	SourceHostGroup Source = "hostGroup"
+)
+
+// VisibleToCSI reports whether vSphere CSI, given the same categories,
+// would find this value: only tags on the host chain.
+func (v *Value) VisibleToCSI() bool { return v == nil || v.Source == SourceHostTag }
 
 // Result is the topology of one VM. Zone and Region are nil when not
 // configured (no category and no static value).
@@ -105,12 +128,11 @@ func (r *Resolver) WaitForSync(ctx context.Context) error {
 //
 // The physical placement comes first: a zone is a failure domain, and the
 // host chain follows the VM after a vMotion. Tags on the VM and its folders
-// are a fallback for sites where only VMs may be tagged.
-func Chain(ix *inventory.Index, vm inventory.VM) []inventory.Object {
-	var chain []inventory.Object
-	if vm.Host.Value != "" {
-		chain = append(chain, ix.Ancestors(vm.Host)...)
-	}
+// are a fallback for sites where only VMs may be tagged. The first
+// hostLen objects are the host chain, which is all vSphere CSI reads.
+func Chain(ix *inventory.Index, vm inventory.VM) (chain []inventory.Object, hostLen int) {
+	chain = HostChain(ix, vm)
+	hostLen = len(chain)
 	chain = append(chain, inventory.Object{Ref: vm.Ref, Name: vm.Name, Parent: vm.Folder})
 	for _, o := range ix.Ancestors(vm.Folder) {
 		if o.Ref.Type == "Datacenter" {
@@ -118,7 +140,16 @@ func Chain(ix *inventory.Index, vm inventory.VM) []inventory.Object {
 		}
 		chain = append(chain, o)
 	}
-	return chain
+	return chain, hostLen
+}
+
+// HostChain is the part of Chain that vSphere CSI walks: the VM's host and
+// its ancestors, nearest first.
+func HostChain(ix *inventory.Index, vm inventory.VM) []inventory.Object {
+	if vm.Host.Value == "" {
+		return nil
+	}
+	return ix.Ancestors(vm.Host)
 }
 
 func describe(o inventory.Object) string {
@@ -144,7 +175,10 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 		// retried when the read completes.
 		return Result{}, fmt.Errorf("VM %s: the inventory of vCenter %q is not read yet, so the VM's host and folders are unknown; retried when it is", vm.Location(), vm.VCenter)
 	}
-	chain := Chain(ix, vm)
+	chain, hostLen := Chain(ix, vm)
+	if r.cfg.Labels.CSICompatible {
+		chain = chain[:hostLen]
+	}
 	// Precedence: a hostGroupZones entry for the VM's cluster, then
 	// staticTopology, then tags.
 	staticZone, staticRegion := static(vc, vm.Datacenter)
@@ -168,7 +202,7 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 			return Result{}, fmt.Errorf("VM %s: read tags: %w", vm.Location(), err)
 		}
 	}
-	res, err := r.resolve(vm, cache, chain, staticZone, staticRegion)
+	res, err := r.resolve(vm, cache, chain, hostLen, staticZone, staticRegion)
 	if groups != nil {
 		res.Placement = groups.placement
 	}
@@ -176,7 +210,7 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	if errors.As(err, &me) && !me.NoCategory {
 		// A tag may have been attached since the last refresh.
 		if again, rerr := cache.RefreshIfOlder(ctx, r.opts.MissRefreshAfter); again && rerr == nil {
-			res, err = r.resolve(vm, cache, chain, staticZone, staticRegion)
+			res, err = r.resolve(vm, cache, chain, hostLen, staticZone, staticRegion)
 			if groups != nil {
 				res.Placement = groups.placement
 			}
@@ -186,7 +220,7 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 }
 
 // resolve resolves vm from the cache as it is.
-func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Object, staticZone, staticRegion *Value) (Result, error) {
+func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Object, hostLen int, staticZone, staticRegion *Value) (Result, error) {
 	var res Result
 	var errs []error
 	resolve := func(static *Value, category, label string) *Value {
@@ -196,7 +230,7 @@ func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Obje
 		if category == "" {
 			return nil
 		}
-		v, err := r.walk(cache, vm, chain, category, label, true)
+		v, err := r.walk(cache, vm, chain, hostLen, category, label, true)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -205,7 +239,7 @@ func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Obje
 	res.Zone = resolve(staticZone, r.cfg.Labels.Zone, "labels.zone")
 	res.Region = resolve(staticRegion, r.cfg.Labels.Region, "labels.region")
 	for _, a := range r.cfg.Labels.Additional {
-		v, err := r.walk(cache, vm, chain, a.Category, a.Label, false)
+		v, err := r.walk(cache, vm, chain, hostLen, a.Category, a.Label, false)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -226,26 +260,26 @@ func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Obje
 func static(vc config.VCenter, datacenter string) (zone, region *Value) {
 	st := vc.StaticTopology
 	if st.Zone != "" {
-		zone = &Value{st.Zone, fmt.Sprintf("staticTopology of vcenter %s", vc.Name)}
+		zone = &Value{st.Zone, fmt.Sprintf("staticTopology of vcenter %s", vc.Name), SourceStatic}
 	}
 	if st.Region != "" {
-		region = &Value{st.Region, fmt.Sprintf("staticTopology of vcenter %s", vc.Name)}
+		region = &Value{st.Region, fmt.Sprintf("staticTopology of vcenter %s", vc.Name), SourceStatic}
 	}
 	if d, ok := st.Datacenters[datacenter]; ok {
 		from := fmt.Sprintf("staticTopology of vcenter %s, datacenter %s", vc.Name, datacenter)
 		if d.Zone != "" {
-			zone = &Value{d.Zone, from}
+			zone = &Value{d.Zone, from, SourceStatic}
 		}
 		if d.Region != "" {
-			region = &Value{d.Region, from}
+			region = &Value{d.Region, from, SourceStatic}
 		}
 	}
 	return zone, region
 }
 
 // walk finds the nearest object in chain with a tag of category.
-func (r *Resolver) walk(cache *Cache, vm inventory.VM, chain []inventory.Object, category, what string, required bool) (*Value, error) {
-	for _, o := range chain {
+func (r *Resolver) walk(cache *Cache, vm inventory.VM, chain []inventory.Object, hostLen int, category, what string, required bool) (*Value, error) {
+	for i, o := range chain {
 		names, _ := cache.tagsOn(o.Ref, category)
 		switch len(names) {
 		case 0:
@@ -254,7 +288,11 @@ func (r *Resolver) walk(cache *Cache, vm inventory.VM, chain []inventory.Object,
 			if errs := validation.IsValidLabelValue(names[0]); len(errs) > 0 {
 				return nil, &InvalidTagError{VCenter: vm.VCenter, Object: describe(o), Category: category, Tag: names[0], Reason: strings.Join(errs, "; ")}
 			}
-			return &Value{names[0], fmt.Sprintf("tag %s:%s on %s", category, names[0], describe(o))}, nil
+			src := SourceHostTag
+			if i >= hostLen {
+				src = SourceVMTag
+			}
+			return &Value{names[0], fmt.Sprintf("tag %s:%s on %s", category, names[0], describe(o)), src}, nil
 		default:
 			return nil, &ConflictError{VCenter: vm.VCenter, Object: describe(o), Category: category, Tags: names}
 		}

@@ -1,0 +1,144 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+)
+
+// Drift is a topology label of an initialized Node that no longer matches
+// its VM: the VM moved (vMotion, HA restart) or its tags or groups changed.
+type Drift struct {
+	Node    string `json:"node"`
+	VCenter string `json:"vcenter"`
+	Label   string `json:"label"`
+	// Labelled is the Node's label value; Now what the VM resolves to.
+	Labelled string `json:"labelled"`
+	Now      string `json:"now"`
+	// From says where Now comes from, and Host where the VM runs.
+	From string `json:"from"`
+	Host string `json:"host,omitempty"`
+}
+
+func (d Drift) String() string {
+	host := ""
+	if d.Host != "" {
+		host = " on host " + d.Host
+	}
+	return fmt.Sprintf("node %s: %s is %q, but its VM%s now resolves to %q (%s)", d.Node, d.Label, d.Labelled, host, d.Now, d.From)
+}
+
+// driftOf compares the Node's topology labels with what its VM resolves
+// to now. A Node without a label (not initialized yet, or the value was
+// never set) has no drift: the framework writes the labels at
+// initialization.
+func driftOf(node *v1.Node, vcenter, host string, res topology.Result) []Drift {
+	var out []Drift
+	check := func(label string, v *topology.Value) {
+		old, ok := node.Labels[label]
+		if !ok || v == nil || old == v.Value {
+			return
+		}
+		out = append(out, Drift{Node: node.Name, VCenter: vcenter, Label: label, Labelled: old, Now: v.Value, From: v.From, Host: host})
+	}
+	check(v1.LabelTopologyZone, res.Zone)
+	check(v1.LabelTopologyRegion, res.Region)
+	return out
+}
+
+// drifts remembers the drifted Nodes, for the gauge and topology explain.
+type drifts struct {
+	mu    sync.Mutex
+	nodes map[string][]Drift // by Node name
+}
+
+func newDrifts() *drifts { return &drifts{nodes: map[string][]Drift{}} }
+
+// set replaces what is known about one Node (none: no drift).
+func (d *drifts) set(node string, list []Drift) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(list) == 0 {
+		delete(d.nodes, node)
+		return
+	}
+	d.nodes[node] = list
+}
+
+// forget drops a Node (deleted).
+func (d *drifts) forget(node string) { d.set(node, nil) }
+
+// perVCenter counts drifted Nodes by vCenter.
+func (d *drifts) perVCenter() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]int{}
+	for _, list := range d.nodes {
+		out[list[0].VCenter]++
+	}
+	return out
+}
+
+// all lists every drift, sorted by Node and label.
+func (d *drifts) all() []Drift {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []Drift
+	for _, list := range d.nodes {
+		out = append(out, list...)
+	}
+	slices.SortFunc(out, func(a, b Drift) int {
+		if c := strings.Compare(a.Node, b.Node); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Label, b.Label)
+	})
+	return out
+}
+
+// relabel sets the drifted labels of a Node to the VM's current values
+// (labels.onDrift: relabel). The framework writes topology labels only at
+// initialization, so nothing else would.
+func relabel(ctx context.Context, kube kubernetes.Interface, list []Drift) error {
+	if len(list) == 0 {
+		return nil
+	}
+	labels := map[string]string{}
+	for _, d := range list {
+		labels[d.Label] = d.Now
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return err
+	}
+	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "vsphere-cloud-controller-manager"})
+	return err
+}
+
+// SetInformers implements cloudprovider.InformerUser: a deleted Node is
+// no longer counted as drifted. The Node informer is the one the node
+// controllers share, so this costs no extra watch.
+func (p *Provider) SetInformers(factory informers.SharedInformerFactory) {
+	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if n, ok := obj.(*v1.Node); ok {
+				p.drifts.forget(n.Name)
+			}
+		},
+	})
+}
