@@ -88,6 +88,16 @@ type harness struct {
 	// ccmKubeconfig authenticates as the shipped ServiceAccount.
 	ccmKubeconfig string
 	ccms          int // CCM processes started so far
+	// configTail is appended to the cloud config (top-level sections).
+	configTail string
+}
+
+// defaultFleet: vc-a has two zones (clusters) in region dc-1; vc-b and
+// vc-c one zone each.
+var defaultFleet = []vcsim.Spec{
+	{Name: "vc-a", Datacenters: []string{"dc-1"}, Clusters: 2, Hosts: 1, VMs: 2},
+	{Name: "vc-b", Datacenters: []string{"dc-2"}, Hosts: 1, VMs: 3},
+	{Name: "vc-c", Datacenters: []string{"dc-3"}, Hosts: 1, VMs: 2},
 }
 
 func repoRoot() (string, error) {
@@ -103,6 +113,14 @@ func repoRoot() (string, error) {
 // writes the cloud config. No CCM runs yet.
 func setup(t *testing.T) *harness {
 	t.Helper()
+	return setupFleet(t, defaultFleet...)
+}
+
+// setupFleet starts a control plane and the given vCenters (the first is
+// vc-a, whose credentials come from the Secret), tags regions on
+// datacenters and zones on clusters, and writes the config.
+func setupFleet(t *testing.T, specs ...vcsim.Spec) *harness {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	t.Cleanup(cancel)
 	root, err := repoRoot()
@@ -114,13 +132,7 @@ func setup(t *testing.T) *harness {
 	h.kube, err = h.cp.Client()
 	must(t, err)
 
-	// Stretched: vc-a has two zones (clusters) in region dc-1 and a second
-	// region; vc-b and vc-c one zone each. Regions on datacenters, zones on
-	// clusters.
-	h.fleet, err = vcsim.Start(ctx,
-		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1"}, Clusters: 2, Hosts: 1, VMs: 2},
-		vcsim.Spec{Name: "vc-b", Datacenters: []string{"dc-2"}, Hosts: 1, VMs: 3},
-		vcsim.Spec{Name: "vc-c", Datacenters: []string{"dc-3"}, Hosts: 1, VMs: 2})
+	h.fleet, err = vcsim.Start(ctx, specs...)
 	must(t, err)
 	t.Cleanup(h.fleet.Close)
 	for _, v := range h.fleet.VCenters {
@@ -150,7 +162,7 @@ func (h *harness) writeConfig(per map[string][]string) {
 	for vc, l := range per {
 		lines[vc] = append(lines[vc], l...)
 	}
-	text := h.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n", lines)
+	text := h.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n", lines) + h.configTail
 	text = strings.Replace(text, "    user: "+a.User+"\n    password: "+a.Password+"\n", "", 1)
 	h.cfgPath = filepath.Join(h.work, "vsphere.yaml")
 	must(h.t, os.WriteFile(h.cfgPath, []byte(text), 0o600))

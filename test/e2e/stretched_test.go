@@ -1,0 +1,146 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// stretchedCluster is vc-a's first cluster, stretched over two sites of
+// one host each: VM 0 is in site a's VM group, VM 1 in site b's, VM 2
+// runs on site a in no VM group.
+type stretchedCluster struct {
+	cluster     string
+	clusterRef  types.ManagedObjectReference
+	hostA, hostB types.ManagedObjectReference
+	inA, inB    vcsim.VM
+	loose       vcsim.VM
+}
+
+func setupStretched(t *testing.T) (*harness, stretchedCluster) {
+	t.Helper()
+	h := setupFleet(t,
+		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1"}, Clusters: 1, Hosts: 2, VMs: 3},
+		vcsim.Spec{Name: "vc-b", Datacenters: []string{"dc-2"}, Hosts: 1, VMs: 1})
+	a := h.fleet.VCenter("vc-a")
+	var s stretchedCluster
+	s.clusterRef, s.cluster = a.VMs[0].ClusterRef, a.VMs[0].Cluster
+	hosts := a.ClusterHosts(s.clusterRef)
+	s.hostA, s.hostB = hosts[0], hosts[1]
+	s.inA, s.inB, s.loose = a.VMs[0], a.VMs[1], a.VMs[2]
+	must(t, a.Relocate(h.ctx, s.inA.Ref, s.hostA))
+	must(t, a.Relocate(h.ctx, s.inB.Ref, s.hostB))
+	must(t, a.Relocate(h.ctx, s.loose.Ref, s.hostA))
+	must(t, a.Stretch(h.ctx, s.clusterRef,
+		vcsim.Site{Name: "site-a", Hosts: []types.ManagedObjectReference{s.hostA}, VMs: []types.ManagedObjectReference{s.inA.Ref}},
+		vcsim.Site{Name: "site-b", Hosts: []types.ManagedObjectReference{s.hostB}, VMs: []types.ManagedObjectReference{s.inB.Ref}}))
+	h.configTail = fmt.Sprintf("hostGroupZones:\n- cluster: %s\n  hostGroups:\n    site-a-hosts: zone-a\n    site-b-hosts: zone-b\n  region: stretched\n", s.cluster)
+	h.writeConfig(nil)
+	return h, s
+}
+
+// waitLabels waits until the Node of vm has the given zone and region.
+func (h *harness) waitLabels(t *testing.T, vm vcsim.VM, zone, region string) {
+	t.Helper()
+	poll.NoError(t, "node "+vm.Name+" in "+zone, 60*time.Second, func() error {
+		n, err := h.node(vm.Name)
+		if err != nil {
+			return err
+		}
+		if hasTaint(n, uninitializedTaint) {
+			return errors.New("not initialized")
+		}
+		if n.Labels[zoneLabel] != zone || n.Labels[regionLabel] != region {
+			return fmt.Errorf("zone %q region %q", n.Labels[zoneLabel], n.Labels[regionLabel])
+		}
+		return nil
+	})
+}
+
+// TestStretchedClusterHostGroups: with the real API server, Nodes of a
+// stretched cluster get the zone of their site's host group and the
+// entry's region (not the cluster's zone tag); the VM in no VM group gets
+// its host's zone and a NoIntendedZone event; an HA restart on the other
+// site keeps the Node's zone with an OutsideIntendedZone event; a VM moved
+// to the other site's VM group makes its Node drift (TopologyDrift, gauge)
+// and keeps its label; Nodes of other vCenters keep their tags.
+func TestStretchedClusterHostGroups(t *testing.T) {
+	h, s := setupStretched(t)
+	a := h.fleet.VCenter("vc-a")
+	c := h.startCCM()
+	h.registerAll(t)
+	h.waitLabels(t, s.inA, "zone-a", "stretched")
+	h.waitLabels(t, s.inB, "zone-b", "stretched")
+	h.waitLabels(t, s.loose, "zone-a", "stretched")
+	other := h.fleet.VCenter("vc-b").VMs[0]
+	h.waitInitialized(t, other)
+	h.waitEvent(t, s.loose.Name, topology.ReasonNoIntendedZone, "in no VM group", `"zone-a"`)
+
+	// HA restarts site a's VM on site b: it keeps its intended zone.
+	must(t, a.Relocate(h.ctx, s.inA.Ref, s.hostB))
+	h.waitEvent(t, s.inA.Name, topology.ReasonOutsideIntendedZone, `runs in zone "zone-b"`, `outside its intended zone "zone-a"`)
+	if n, err := h.node(s.inA.Name); err != nil || n.Labels[zoneLabel] != "zone-a" {
+		t.Errorf("after the HA restart: %v, zone %q; want zone-a kept", err, n.Labels[zoneLabel])
+	}
+
+	// Site b's VM is moved to site a's VM group: its intended zone is now
+	// zone-a, its label says zone-b.
+	must(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
+		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-a-vms"}, Vm: []types.ManagedObjectReference{s.inA.Ref, s.inB.Ref}},
+		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-b-vms"}},
+	}, nil))
+	h.waitEvent(t, s.inB.Name, provider.ReasonTopologyDrift, `topology.kubernetes.io/zone is "zone-b"`, `now resolves to "zone-a"`, "labels.onDrift")
+	poll.True(t, "the drift gauge", func() bool {
+		return c.metric(t, `vsphere_ccm_nodes_topology_drifted{vcenter="vc-a"}`) == 1
+	})
+	if n, err := h.node(s.inB.Name); err != nil || n.Labels[zoneLabel] != "zone-b" {
+		t.Errorf("after the drift: %v, zone %q; want zone-b kept (onDrift: keep)", err, n.Labels[zoneLabel])
+	}
+
+	// topology explain --csi: vSphere CSI sees the cluster's zone tag, not
+	// the host groups; the drift and the misplaced VM are reported.
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(h.ctx, h.binary, "topology", "explain", "--cloud-config", h.cfgPath,
+		"--kubeconfig", h.cp.Kubeconfig, "--csi", "-o", "json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("topology explain --csi: %v (want exit status 3: problems found)\n%s", err, stderr.String())
+	}
+	var ex provider.Explanation
+	must(t, json.Unmarshal(stdout.Bytes(), &ex))
+	joined := func(l []string) string { return strings.Join(l, "\n") }
+	for _, want := range []struct {
+		list []string
+		text string
+	}{
+		{ex.CSIDifferences, fmt.Sprintf(`zone: the CCM sets "zone-a" (VM group site-a-vms`)},
+		{ex.CSIDifferences, fmt.Sprintf(`vSphere CSI finds "zone-%s"`, s.cluster)},
+		{ex.Drifted, fmt.Sprintf(`node %s: topology.kubernetes.io/zone is "zone-b"`, s.inB.Name)},
+		{ex.Misplaced, s.inA.Name},
+	} {
+		if !strings.Contains(joined(want.list), want.text) {
+			t.Errorf("explain does not say %q in:\n%s", want.text, joined(want.list))
+		}
+	}
+	for _, pl := range ex.Placements {
+		if pl.VM == other.Name && (pl.CSI == nil || len(pl.CSI.Differences) != 0) {
+			t.Errorf("%s (cluster tags): CSI view %+v, want no difference", pl.VM, pl.CSI)
+		}
+	}
+}
