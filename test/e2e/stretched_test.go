@@ -24,11 +24,11 @@ import (
 // one host each: VM 0 is in site a's VM group, VM 1 in site b's, VM 2
 // runs on site a in no VM group.
 type stretchedCluster struct {
-	cluster     string
-	clusterRef  types.ManagedObjectReference
+	cluster      string
+	clusterRef   types.ManagedObjectReference
 	hostA, hostB types.ManagedObjectReference
-	inA, inB    vcsim.VM
-	loose       vcsim.VM
+	inA, inB     vcsim.VM
+	loose        vcsim.VM
 }
 
 func setupStretched(t *testing.T) (*harness, stretchedCluster) {
