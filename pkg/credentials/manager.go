@@ -50,6 +50,9 @@ type Manager struct {
 	changed chan struct{} // closed on every change, then replaced
 	synced  []cache.InformerSynced
 	read    map[config.SecretRef]cache.InformerSynced // whether each Secret has been read once
+
+	wg        sync.WaitGroup // the directory poll
+	factories []informers.SharedInformerFactory
 }
 
 // New returns a Manager for cfg; call Start before Get.
@@ -101,9 +104,21 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Unlock()
 	if dir := m.cfg.Global.SecretsDirectory; dir != "" {
 		m.readDirectory(log, dir)
-		go m.pollDirectory(ctx, log, dir)
+		m.wg.Go(func() { m.pollDirectory(ctx, log, dir) })
 	}
 	return nil
+}
+
+// Wait waits, after the context given to Run has ended, for the Secret
+// watches and the directory poll to stop.
+func (m *Manager) Wait() {
+	m.wg.Wait()
+	m.mu.RLock()
+	factories := slices.Clone(m.factories)
+	m.mu.RUnlock()
+	for _, f := range factories {
+		f.Shutdown()
+	}
 }
 
 // WaitLoaded waits until every Secret the config names has been read once
@@ -161,7 +176,7 @@ func (m *Manager) watchSecret(ctx context.Context, log klog.Logger, ref config.S
 		m.mu.Unlock()
 		log.V(2).Info("Credentials loaded from Secret", "servers", len(set))
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    update,
 		UpdateFunc: func(_, obj any) { update(obj) },
 		DeleteFunc: func(obj any) {
@@ -177,8 +192,15 @@ func (m *Manager) watchSecret(ctx context.Context, log klog.Logger, ref config.S
 			}
 		},
 	})
+	if err != nil { // only when the informer has already stopped
+		log.Error(err, "Cannot watch the Secret")
+		return inf.HasSynced
+	}
+	m.factories = append(m.factories, factory)
 	factory.Start(ctx.Done())
-	return inf.HasSynced
+	// Read means the handler has seen the first list, not only the
+	// informer's cache: WaitLoaded then guarantees Get sees the Secret.
+	return reg.HasSynced
 }
 
 func (m *Manager) readDirectory(log klog.Logger, dir string) {

@@ -236,6 +236,9 @@ func (p *Provider) Close() {
 	if p.pool != nil {
 		p.pool.Close()
 	}
+	if p.creds != nil {
+		p.creds.Wait()
+	}
 }
 
 // Pool returns the vCenter clients (nil before Start).
