@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds etcd and kube-apiserver from the Go module proxy (k8s.io/kubernetes
+# Builds etcd, kube-apiserver, kube-scheduler and kube-controller-manager
+# from the Go module proxy (k8s.io/kubernetes
 # cannot be `go install`ed: its go.mod has replace directives), reproducibly
 # from the pinned modules under hack/tools/, into a cache keyed by version.
 # A second run with the binaries present costs nothing.
@@ -31,5 +32,7 @@ build() { # name module-dir package ldflags
 build etcd "$repo/hack/tools/etcd" go.etcd.io/etcd/server/v3 "-s -w"
 v="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
 v="$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
-build kube-apiserver "$repo/hack/tools/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "-s -w $v"
+build kube-apiserver "$repo/hack/tools/kubernetes" k8s.io/kubernetes/cmd/kube-apiserver "-s -w $v"
+build kube-scheduler "$repo/hack/tools/kubernetes" k8s.io/kubernetes/cmd/kube-scheduler "-s -w $v"
+build kube-controller-manager "$repo/hack/tools/kubernetes" k8s.io/kubernetes/cmd/kube-controller-manager "-s -w $v"
 echo "$bin"
