@@ -182,8 +182,10 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 			parts = append(parts, "no zone or region")
 		}
 		if p.Site != nil {
-			site := "site: intended " + siteValue(p.Site.Intended) + ", actual " + siteValue(p.Site.Actual)
-			parts = append(parts, site)
+			parts = append(parts, "site: intended "+siteValue(p.Site.Intended)+", actual "+siteValue(p.Site.Actual))
+			if p.Warning != "" {
+				parts = append(parts, "WARNING: "+p.Warning)
+			}
 		}
 		fmt.Fprintf(w, "  %s: %s\n", p.VM, strings.Join(parts, "; "))
 	}
@@ -203,11 +205,13 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 	}
 }
 
+// siteValue is a site's zone, or none; its source is in -o json and, for
+// the intended zone, in the zone's own source.
 func siteValue(v *topology.Value) string {
 	if v == nil {
 		return "none"
 	}
-	return fmt.Sprintf("%s (%s)", v.Value, v.From)
+	return v.Value
 }
 
 func dash(s string) string {

@@ -91,10 +91,13 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 			go old.close(ctx)
 		}
 		ix.mu.Lock()
-		first := ix.syncErr == nil
+		first := ix.syncErr == nil || errors.Is(ix.syncErr, vcenter.ErrNotConnectedYet)
 		ix.syncErr = err
 		ix.mu.Unlock()
-		if first {
+		switch {
+		case errors.Is(err, vcenter.ErrNotConnectedYet):
+			// Start-up: the first read begins when the vCenter connects.
+		case first:
 			ix.log.Error(err, "Inventory updates failed; lookups in this vCenter cannot say a VM is absent until they recover")
 		}
 		// A vCenter that is down: nothing to do until its health changes.

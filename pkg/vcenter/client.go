@@ -129,7 +129,7 @@ func newClient(vc config.VCenter, global config.Global, opts Options) *Client {
 	return &Client{vc: vc, global: global, opts: opts,
 		wake: make(chan struct{}, 1), first: make(chan struct{}), changed: make(chan struct{}),
 		log:    klog.Background().WithValues("vcenter", vc.Name),
-		health: Health{State: Down, Since: opts.Clock.Now(), LastError: errNotConnected}}
+		health: Health{State: Down, Since: opts.Clock.Now(), LastError: ErrNotConnectedYet}}
 }
 
 // Name is the vCenter's name in the config.

@@ -48,7 +48,9 @@ type Health struct {
 	CredentialSource string
 }
 
-var errNotConnected = errors.New("not connected yet")
+// ErrNotConnectedYet is the cause of unavailability before a vCenter's
+// first connection attempt has ended: not a failure, only early.
+var ErrNotConnectedYet = errors.New("not connected yet")
 
 // Health returns the current health.
 func (c *Client) Health() Health {

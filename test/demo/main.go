@@ -1,5 +1,7 @@
-// Command demo shows the CCM working end to end on one machine: two
-// simulated vCenters (2 regions, 3 zones), a real kube-apiserver + etcd,
+// Command demo shows the CCM working end to end on one machine: three
+// simulated vCenters (two with zones from tags: 2 regions, 3 zones; one
+// with a stretched cluster whose two sites are DRS host groups: region
+// metro, zones metro-a and metro-b), a real kube-apiserver + etcd,
 // the CCM binary, and nodes registered as kubelets would. It prints the
 // nodes as the CCM initialized them and the `topology explain` view, then
 // runs until Ctrl-C (or exits at once with DEMO_ONESHOT=1).
@@ -76,16 +78,21 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 	}
 	step(out, "API server ready at %s (kubeconfig %s)", cp.URL, cp.Kubeconfig)
 
-	step(out, "simulated vCenters: vc-east (region east, zones east-1 and east-2), vc-west (region west, zone west-1)")
+	step(out, "simulated vCenters: vc-east (region east, zones east-1 and east-2), vc-west (region west, zone west-1) by tags;")
+	step(out, "vc-metro: one stretched cluster, sites metro-a and metro-b as DRS host groups, each with a VM group and a should-run-on rule")
 	fleet, err := vcsim.Start(ctx,
 		vcsim.Spec{Name: "vc-east", Datacenters: []string{"dc-east"}, Clusters: 2, Hosts: 2, VMs: 2},
-		vcsim.Spec{Name: "vc-west", Datacenters: []string{"dc-west"}, Clusters: 1, Hosts: 2, VMs: 2})
+		vcsim.Spec{Name: "vc-west", Datacenters: []string{"dc-west"}, Clusters: 1, Hosts: 2, VMs: 2},
+		vcsim.Spec{Name: "vc-metro", Datacenters: []string{"dc-metro"}, Clusters: 1, Hosts: 2, VMs: 2})
 	if err != nil {
 		return err
 	}
 	defer fleet.Close()
+	if err := stretch(ctx, fleet.VCenter("vc-metro")); err != nil {
+		return err
+	}
 	zones := map[string]string{"vc-east-dc-east-c0": "east-1", "vc-east-dc-east-c1": "east-2", "vc-west-dc-west-c0": "west-1"}
-	for _, v := range fleet.VCenters {
+	for _, v := range fleet.VCenters[:2] {
 		region := strings.TrimPrefix(v.Name, "vc-")
 		for _, vm := range v.VMs {
 			if err := v.Tag(ctx, "k8s-zone", zones[vm.Cluster], vm.ClusterRef); err != nil {
@@ -97,7 +104,8 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 		}
 	}
 	cfgPath := filepath.Join(work, "vsphere.yaml")
-	cfgText := fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)
+	cfgText := fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil) +
+		"hostGroupZones:\n- vcenter: vc-metro\n  cluster: \"*\"\n  hostGroupPattern: ^(?P<zone>metro-[a-z])-hosts$\n  region: metro\n"
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		return err
 	}
@@ -150,6 +158,22 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 	step(out, "running; try: KUBECONFIG=%s kubectl get nodes -L topology.kubernetes.io/zone  (Ctrl-C to stop and clean up)", cp.Kubeconfig)
 	<-ctx.Done()
 	return nil
+}
+
+// stretch makes the vCenter's cluster a stretched one: its first host is
+// site metro-a, its second metro-b; VM i runs on host i mod 2 and is in
+// that site's VM group.
+func stretch(ctx context.Context, v *vcsim.VCenter) error {
+	cluster := v.VMs[0].ClusterRef
+	hosts := v.ClusterHosts(cluster)
+	sites := []vcsim.Site{{Name: "metro-a", Hosts: hosts[:1]}, {Name: "metro-b", Hosts: hosts[1:2]}}
+	for i, vm := range v.VMs {
+		if err := v.Relocate(ctx, vm.Ref, hosts[i%2]); err != nil {
+			return err
+		}
+		sites[i%2].VMs = append(sites[i%2].VMs, vm.Ref)
+	}
+	return v.Stretch(ctx, cluster, sites...)
 }
 
 func tainted(n *v1.Node) bool {
