@@ -320,3 +320,19 @@ func TestControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// The INI [Labels] section carries the new label settings; hostGroupZones
+// is YAML only.
+func TestINILabelExtensions(t *testing.T) {
+	ini := "[Global]\nsecret-name = creds\nsecret-namespace = kube-system\n[VirtualCenter \"vc.example.com\"]\n[Labels]\nzone = k8s-zone\ncsi-compatible = true\non-drift = relabel\n"
+	cfg, _, err := Parse("vsphere.conf", []byte(ini), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Labels.CSICompatible || cfg.Labels.OnDrift != DriftRelabel || cfg.Labels.Zone != "k8s-zone" {
+		t.Errorf("labels %+v", cfg.Labels)
+	}
+	if cfg, _, err := Parse("vsphere.conf", []byte(strings.Replace(ini, "on-drift = relabel\n", "", 1)), Options{}); err != nil || cfg.Labels.OnDrift != DriftKeep {
+		t.Errorf("default onDrift: %v, %v", cfg, err)
+	}
+}

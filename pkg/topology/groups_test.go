@@ -215,3 +215,25 @@ func TestHostGroupErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestHostGroupsOverStatic: a hostGroupZones entry takes precedence over
+// staticTopology for the clusters it matches; the other clusters keep the
+// static values, and the entry without a region leaves the static region.
+func TestHostGroupsOverStatic(t *testing.T) {
+	s, ctx := startStretched(t)
+	st := start(t, ctx, s.f, zoneAndRegion+s.hostGroupZones("  hostGroups:\n    site-a-hosts: zone-a\n    site-b-hosts: zone-b\n"),
+		map[string][]string{"vc-s": {"staticTopology:", "  zone: static-zone", "  region: static-region"}})
+	for _, vm := range append(append([]vcsim.VM{}, s.vms[:2]...), s.other...) {
+		got, err := st.resolve(t, ctx, vm)
+		if err != nil {
+			t.Fatalf("%s: %v", vm.Name, err)
+		}
+		wantZone := "static-zone"
+		if site, ok := s.site[vm.Name]; ok {
+			wantZone = "zone-" + site
+		}
+		if got.Zone == nil || got.Zone.Value != wantZone || got.Region == nil || got.Region.Value != "static-region" {
+			t.Errorf("%s: zone %+v region %+v, want %s and static-region", vm.Name, got.Zone, got.Region, wantZone)
+		}
+	}
+}
