@@ -78,11 +78,31 @@ func newConfigCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Check and convert cloud-config files (YAML or legacy INI)",
 	}
 	var noEnv bool
+	var output string
 	validate := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Validate a cloud-config; print a summary, or every problem with file:line and field",
-		Args:  cobra.ExactArgs(1),
+		Long: `Validate a cloud-config (YAML or legacy INI). Exit status 0 when it is valid, 1
+when it is not. The text output is a summary, or every problem with file:line and
+field on stderr; -o json writes one report on stdout in both cases (valid,
+format, errors and warnings with file, line, field and message, and the
+summary), for CI pipelines.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			switch output {
+			case "text":
+			case "json":
+				valid, err := writeValidationReport(stdout, args[0], envFor(noEnv, env))
+				if err != nil {
+					return err
+				}
+				if !valid {
+					return exitError{1}
+				}
+				return nil
+			default:
+				return fmt.Errorf("-o %q: use text or json", output)
+			}
 			cfg, ok := load(args[0], envFor(noEnv, env), stderr)
 			if !ok {
 				return exitError{1}
@@ -111,6 +131,7 @@ func newConfigCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
 			return err
 		},
 	}
+	validate.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	for _, c := range []*cobra.Command{validate, convert} {
 		c.Flags().BoolVar(&noEnv, "ignore-env", false, "do not apply the VSPHERE_* / VCENTER_* environment overrides")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,6 +92,8 @@ func TestSentinelPasswordNeverPrinted(t *testing.T) {
 		{"config", "convert", "testdata/sentinel.conf"},
 		{"config", "validate", "testdata/sentinel-broken.yaml"},
 		{"config", "convert", "testdata/sentinel-broken.yaml"},
+		{"config", "validate", "-o", "json", "testdata/sentinel.conf"},
+		{"config", "validate", "-o", "json", "testdata/sentinel-broken.yaml"},
 	} {
 		code, out, stderr := runCmd(t, env, args...)
 		if strings.Contains(out+stderr, sentinel) {
@@ -117,5 +120,65 @@ func TestCapVModule(t *testing.T) {
 		if got != c.want || changed != c.changed {
 			t.Errorf("capVModule(%q) = %q, %v; want %q, %v", c.in, got, changed, c.want, c.changed)
 		}
+	}
+}
+
+// config validate -o json: one report on stdout, valid or not; exit status
+// 0 or 1; every problem with file, line, field and message.
+func TestValidateJSON(t *testing.T) {
+	tests := []struct {
+		file   string
+		code   int
+		format string
+		check  func(t *testing.T, r validationReport)
+	}{
+		{"../../config-examples/stretched-host-groups.yaml", 0, "YAML", func(t *testing.T, r validationReport) {
+			if !r.Valid || len(r.Errors) != 0 || len(r.VCenters) != 1 || r.VCenters[0].Server != "vcenter.example.com" ||
+				len(r.HostGroupZones) != 2 || r.Labels == nil || r.Labels.Zone != "k8s-zone" {
+				t.Errorf("report %+v", r)
+			}
+			if src := r.VCenters[0].CredentialSources; len(src) != 1 || !strings.Contains(src[0], "kube-system/vsphere-credentials") {
+				t.Errorf("credential sources %v", src)
+			}
+		}},
+		{"../../config-examples/legacy.ini", 0, "INI", func(t *testing.T, r validationReport) {
+			if !r.Valid || len(r.Warnings) == 0 {
+				t.Errorf("report %+v, want valid with the [Workspace] warning", r)
+			}
+		}},
+		{"../../pkg/config/testdata/invalid/bad-host-group-zones.yaml", 1, "YAML", func(t *testing.T, r validationReport) {
+			if r.Valid || len(r.Errors) != 15 || len(r.VCenters) != 0 {
+				t.Fatalf("valid %v, %d errors, %d vCenters; want invalid, 15 errors, no summary", r.Valid, len(r.Errors), len(r.VCenters))
+			}
+			e := r.Errors[0]
+			if e.File != r.File || e.Line != 12 || e.Field != "hostGroupZones[0].hostGroupPattern" ||
+				!strings.Contains(e.Message, "not both") || !strings.HasPrefix(e.Text, r.File+":12: ") {
+				t.Errorf("first error %+v", e)
+			}
+		}},
+		{"testdata/does-not-exist.yaml", 1, "", func(t *testing.T, r validationReport) {
+			if r.Valid || len(r.Errors) != 1 || !strings.Contains(r.Errors[0].Message, "read cloud-config") {
+				t.Errorf("report %+v", r)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.file), func(t *testing.T) {
+			code, out, stderr := runCmd(t, nil, "config", "validate", "-o", "json", tt.file)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr %s", code, tt.code, stderr)
+			}
+			var r validationReport
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("stdout is not one JSON report: %v\n%s", err, out)
+			}
+			if r.Format != tt.format || r.File != tt.file {
+				t.Errorf("format %q file %q", r.Format, r.File)
+			}
+			tt.check(t, r)
+		})
+	}
+	if code, _, stderr := runCmd(t, nil, "config", "validate", "-o", "yaml", "../../config-examples/legacy.ini"); code == 0 || !strings.Contains(stderr, "use text or json") {
+		t.Errorf("-o yaml: exit %d, %s", code, stderr)
 	}
 }

@@ -40,11 +40,34 @@ func printSummary(w io.Writer, path string, cfg *config.Config) {
 		}
 		fmt.Fprintln(w)
 	}
+	for i, h := range cfg.HostGroupZones {
+		zones := h.HostGroupPattern
+		if zones == "" {
+			var pairs []string
+			for _, g := range h.GroupNames() {
+				pairs = append(pairs, g+"="+h.HostGroups[g])
+			}
+			zones = strings.Join(pairs, ",")
+		}
+		fmt.Fprintf(w, "host group zones [%d]: cluster %s (vcenter %s, datacenter %s): %s, region %s\n", i, h.Cluster,
+			orAny(h.VCenter), orAny(h.Datacenter), zones, orNone(h.Region))
+	}
+	if cfg.Labels.CSICompatible {
+		fmt.Fprintln(w, "resolution:      as vSphere CSI (host chain only)")
+	}
+	fmt.Fprintf(w, "on drift:        %s\n", cfg.Labels.OnDrift)
 	methods := make([]string, len(cfg.Nodes.LookupOrder))
 	for i, m := range cfg.Nodes.LookupOrder {
 		methods[i] = string(m)
 	}
 	fmt.Fprintf(w, "node lookup:     %s\n", strings.Join(methods, ", then "))
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return s
 }
 
 func tlsMode(vc config.VCenter) string {

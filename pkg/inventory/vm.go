@@ -1,11 +1,3 @@
-// Package inventory knows where every VM is, in every configured vCenter
-// and datacenter, without asking vSphere on each lookup.
-//
-// One Index per vCenter is kept current by a property collector over
-// container views of the configured datacenters (WaitForUpdatesEx), so a
-// lookup is a map read. A miss falls back to a direct search. A lookup
-// answers ErrNotFound only when every vCenter in scope has answered; a
-// UUID or name found in two places is an AmbiguousError naming both.
 package inventory
 
 import (

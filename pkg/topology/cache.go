@@ -1,12 +1,3 @@
-// Package topology turns vSphere tags into zone, region and other node
-// labels.
-//
-// Per vCenter, a Cache holds the categories and tags of interest and the
-// objects each of those tags is attached to, refreshed on an interval with
-// the batch call list-attached-objects-on-tags: the cost (requests and
-// memory) grows with the number of tags and attachments, not with the
-// number of VMs. Resolving a VM is then a walk over maps. The nearest
-// tagged object wins (see Chain).
 package topology
 
 import (
