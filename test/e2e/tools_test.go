@@ -86,6 +86,15 @@ func TestHealthAndMetrics(t *testing.T) {
 		`vsphere_ccm_tag_cache_age_seconds{vcenter="vc-a"}`,
 		`vsphere_ccm_vcenter_unusable_seconds{vcenter="vc-c"} 0`,
 	}
+	// The build is stamped (make build): --version and the build info
+	// metric name the same version.
+	out, err := exec.CommandContext(h.ctx, h.binary, "--version").Output()
+	must(t, err)
+	version, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "vsphere-cloud-controller-manager ")
+	if !ok || !strings.HasPrefix(version, "v") || strings.Contains(version, "$Format") {
+		t.Errorf("--version printed %q, want vsphere-cloud-controller-manager v...", out)
+	}
+	want = append(want, `git_version="`+version+`"`)
 	body, err = c.get("/metrics")
 	must(t, err)
 	for _, w := range want {
