@@ -119,6 +119,13 @@ vsphere_ccm_nodes_topology_drifted{vcenter="vc-c"} 0
 				if err := gauge("1"); err != nil {
 					t.Error(err)
 				}
+				if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP vsphere_ccm_node_events_total [ALPHA] Events recorded on Nodes by type (Warning, Normal) and reason (VMNotFound, TopologyDrift, ...), repeats within 10 minutes not counted.
+# TYPE vsphere_ccm_node_events_total counter
+vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
+`), "vsphere_ccm_node_events_total"); err != nil {
+					t.Error(err)
+				}
 				if z := got.Labels[v1.LabelTopologyZone]; z != "zone-vc-a-dc-1-c0" {
 					t.Errorf("label changed to %q with onDrift: keep", z)
 				}

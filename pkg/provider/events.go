@@ -41,6 +41,7 @@ const eventInterval = 10 * time.Minute
 // events records de-duplicated Warning events on Nodes.
 type events struct {
 	recorder record.EventRecorder
+	metrics  *Metrics // counts the events sent, if set
 	mu       sync.Mutex
 	last     map[string]time.Time // node/reason/message -> when sent
 }
@@ -95,4 +96,7 @@ func (e *events) send(node *v1.Node, eventType, reason, msg string) {
 	e.last[key] = now
 	e.mu.Unlock()
 	e.recorder.Event(node, eventType, reason, msg)
+	if e.metrics != nil {
+		e.metrics.events.WithLabelValues(eventType, reason).Inc()
+	}
 }

@@ -26,6 +26,7 @@ type Metrics struct {
 	verdicts     *metrics.CounterVec
 	vcDownFor    *metrics.GaugeVec
 	drifted      *metrics.GaugeVec
+	events       *metrics.CounterVec
 }
 
 const namespace = "vsphere_ccm"
@@ -64,12 +65,15 @@ func NewMetrics() *Metrics {
 		drifted: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_topology_drifted",
 			Help:           "Initialized Nodes whose zone or region label no longer matches their VM (moved, retagged, regrouped), by the VM's vCenter.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		events: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_events_total",
+			Help:           "Events recorded on Nodes by type (Warning, Normal) and reason (VMNotFound, TopologyDrift, ...), repeats within 10 minutes not counted.",
+			StabilityLevel: metrics.ALPHA}, []string{"type", "reason"}),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.tagAge, m.lookups, m.verdicts, m.vcDownFor, m.drifted}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.tagAge, m.lookups, m.verdicts, m.vcDownFor, m.drifted, m.events}
 }
 
 // Request implements vcenter.Observer.

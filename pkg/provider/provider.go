@@ -89,7 +89,7 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 	}
 	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), waiting: newWaiting(), drifts: newDrifts()}
 	if opts.Recorder != nil {
-		p.events = &events{recorder: opts.Recorder}
+		p.events = &events{recorder: opts.Recorder, metrics: opts.Metrics}
 	}
 	return p, nil
 }
@@ -270,7 +270,8 @@ func (p *Provider) Initialize(clientBuilder cloudprovider.ControllerClientBuilde
 	} else if p.events == nil {
 		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-		p.events = &events{recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-cloud-controller-manager"})}
+		p.events = &events{recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-cloud-controller-manager"}),
+			metrics: p.opts.Metrics}
 	}
 	if err := p.Start(ctx, kube); err != nil {
 		klog.ErrorS(err, "vSphere provider failed to start")

@@ -27,10 +27,10 @@ import (
 )
 
 // manifests is what `kubectl apply -k deploy/` sends: the kustomize build
-// of deploy/.
-func (h *harness) manifests() []*unstructured.Unstructured {
+// of deploy/ (or of the given directory under deploy/).
+func (h *harness) manifests(dir ...string) []*unstructured.Unstructured {
 	h.t.Helper()
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(h.root, "deploy"))
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(append([]string{h.root, "deploy"}, dir...)...))
 	must(h.t, err)
 	out, err := m.AsYaml()
 	must(h.t, err)
@@ -56,14 +56,15 @@ func (h *harness) decode(data []byte) []*unstructured.Unstructured {
 }
 
 // helmManifests renders the chart with the stretched test values into
-// namespace ns.
-func (h *harness) helmManifests(ns string) []*unstructured.Unstructured {
+// namespace ns, with extra helm arguments (--set ...).
+func (h *harness) helmManifests(ns string, args ...string) []*unstructured.Unstructured {
 	h.t.Helper()
 	out, err := exec.CommandContext(h.ctx, "bash", filepath.Join(h.root, "hack", "build-helm.sh")).Output()
 	must(h.t, err)
 	helm := strings.TrimSpace(string(out))
-	cmd := exec.CommandContext(h.ctx, helm, "template", "ccm", filepath.Join(h.root, "deploy", "chart", "vsphere-cloud-controller-manager"),
-		"-n", ns, "-f", filepath.Join(h.root, "deploy", "testdata", "stretched-values.yaml"))
+	cmd := exec.CommandContext(h.ctx, helm, append([]string{"template", "ccm",
+		filepath.Join(h.root, "deploy", "chart", "vsphere-cloud-controller-manager"),
+		"-n", ns, "-f", filepath.Join(h.root, "deploy", "testdata", "stretched-values.yaml")}, args...)...)
 	rendered, err := cmd.Output()
 	must(h.t, err)
 	return h.decode(rendered)
