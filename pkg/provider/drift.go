@@ -41,10 +41,13 @@ func (d Drift) String() string {
 }
 
 // driftOf compares the Node's topology labels with what its VM resolves
-// to now. A Node without a label (not initialized yet, or the value was
-// never set) has no drift: the framework writes the labels at
-// initialization.
+// to now. A Node that is not initialized yet (its labels may be the
+// kubelet's, which the framework overwrites) or has no label has no
+// drift: the framework writes the labels at initialization.
 func driftOf(node *v1.Node, vcenter, host string, res topology.Result) []Drift {
+	if hasUninitializedTaint(node) {
+		return nil
+	}
 	var out []Drift
 	check := func(label string, v *topology.Value) {
 		old, ok := node.Labels[label]
