@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -241,7 +242,7 @@ func TestChartMonitoring(t *testing.T) {
 	}
 	off := kinds()
 	if _, ok := off["Service/vsphere-cloud-controller-manager-metrics"]; !ok {
-		t.Errorf("no metrics Service by default: %v", slices.Sorted(mapsKeys(off)))
+		t.Errorf("no metrics Service by default: %v", slices.Sorted(maps.Keys(off)))
 	}
 	for k := range off {
 		if strings.HasPrefix(k, "ServiceMonitor/") || strings.HasPrefix(k, "PrometheusRule/") {
@@ -253,7 +254,7 @@ func TestChartMonitoring(t *testing.T) {
 	sm, pr, cm := on["ServiceMonitor/vsphere-cloud-controller-manager"], on["PrometheusRule/vsphere-cloud-controller-manager"], on["ConfigMap/vsphere-cloud-controller-manager-dashboard"]
 	svc := on["Service/vsphere-cloud-controller-manager-metrics"]
 	if sm == nil || pr == nil || cm == nil || svc == nil {
-		t.Fatalf("rendered %v", slices.Sorted(mapsKeys(on)))
+		t.Fatalf("rendered %v", slices.Sorted(maps.Keys(on)))
 	}
 	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
 	for k, v := range sel {
@@ -326,15 +327,5 @@ func TestKustomizeMonitoring(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join("base", "service.yaml")); err != nil {
 		t.Error(err)
-	}
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
