@@ -171,39 +171,19 @@ func (d *decoder) decodeValue(path string, e entry, v reflect.Value) {
 			v.Set(reflect.New(t.Elem()))
 		}
 		d.decodeStruct(path, n, v.Elem())
-	case t.Kind() == reflect.Map && t.Elem().Elem().Kind() != reflect.Struct:
-		// A mapping of names to single values (map[string]*string).
-		if n.kind == nullNode {
-			return
-		}
-		if n.kind != mappingNode {
-			d.errorf(n.line, path, key, "expected a mapping of names to values, got %s", n.kind)
-			return
-		}
-		if v.IsNil() {
-			v.Set(reflect.MakeMap(t))
-		}
-		for _, sub := range n.entries {
-			spath := fmt.Sprintf("%s[%q]", path, sub.key)
-			if r, bad := controlRune(sub.key); bad {
-				d.errorf(sub.line, spath, "", "the name contains the control character %U; remove it", r)
-				continue
-			}
-			if v.MapIndex(reflect.ValueOf(sub.key)).IsValid() {
-				d.errorf(sub.line, spath, "", "duplicate name (first set at line %d); remove one of them", d.pos[spath].Line)
-				continue
-			}
-			d.pos[spath] = d.at(sub.line)
-			elem := reflect.New(t.Elem()).Elem()
-			d.decodeLeaf(spath, "", sub.val, elem)
-			v.SetMapIndex(reflect.ValueOf(sub.key), elem)
-		}
 	case t.Kind() == reflect.Map:
+		// Names to sections (map[string]*struct), or names to single values
+		// (map[string]*string).
+		leaf := t.Elem().Elem().Kind() != reflect.Struct
 		if n.kind == nullNode {
 			return
 		}
 		if n.kind != mappingNode {
-			d.errorf(n.line, path, key, "expected a mapping of names to settings, got %s", n.kind)
+			what := "settings"
+			if leaf {
+				what = "values"
+			}
+			d.errorf(n.line, path, key, "expected a mapping of names to %s, got %s", what, n.kind)
 			return
 		}
 		if v.IsNil() {
@@ -215,18 +195,10 @@ func (d *decoder) decodeValue(path string, e entry, v reflect.Value) {
 				d.errorf(sub.line, spath, "", "the name contains the control character %U; remove it", r)
 				continue
 			}
-			if sub.val.kind != mappingNode && sub.val.kind != nullNode {
-				d.errorf(sub.line, spath, "", "expected a mapping of keys, got %s", sub.val.kind)
-				continue
-			}
-			elem := v.MapIndex(reflect.ValueOf(sub.key))
-			if !elem.IsValid() {
-				elem = reflect.New(t.Elem().Elem())
-				v.SetMapIndex(reflect.ValueOf(sub.key), elem)
-			}
-			d.pos[spath] = d.at(sub.line)
-			if sub.val.kind == mappingNode {
-				d.decodeStruct(spath, sub.val, elem.Elem())
+			if leaf {
+				d.decodeMapValue(spath, sub, v)
+			} else {
+				d.decodeMapSection(spath, sub, v)
 			}
 		}
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
@@ -252,6 +224,37 @@ func (d *decoder) decodeValue(path string, e entry, v reflect.Value) {
 		d.decodeLeaf(path, key, n, v)
 	default:
 		panic(fmt.Sprintf("config: raw field %s has unsupported type %s", path, t))
+	}
+}
+
+// decodeMapValue stores one name: value entry of a map of single values.
+// A name given twice is an error.
+func (d *decoder) decodeMapValue(spath string, sub entry, m reflect.Value) {
+	if m.MapIndex(reflect.ValueOf(sub.key)).IsValid() {
+		d.errorf(sub.line, spath, "", "duplicate name (first set at line %d); remove one of them", d.pos[spath].Line)
+		return
+	}
+	d.pos[spath] = d.at(sub.line)
+	elem := reflect.New(m.Type().Elem()).Elem()
+	d.decodeLeaf(spath, "", sub.val, elem)
+	m.SetMapIndex(reflect.ValueOf(sub.key), elem)
+}
+
+// decodeMapSection decodes one name: {keys} entry of a map of sections. A
+// name given twice is merged (gcfg: a repeated section is merged).
+func (d *decoder) decodeMapSection(spath string, sub entry, m reflect.Value) {
+	if sub.val.kind != mappingNode && sub.val.kind != nullNode {
+		d.errorf(sub.line, spath, "", "expected a mapping of keys, got %s", sub.val.kind)
+		return
+	}
+	elem := m.MapIndex(reflect.ValueOf(sub.key))
+	if !elem.IsValid() {
+		elem = reflect.New(m.Type().Elem().Elem())
+		m.SetMapIndex(reflect.ValueOf(sub.key), elem)
+	}
+	d.pos[spath] = d.at(sub.line)
+	if sub.val.kind == mappingNode {
+		d.decodeStruct(spath, sub.val, elem.Elem())
 	}
 }
 
