@@ -14,13 +14,8 @@ import (
 // finds. With labels.csiCompatible the CCM resolves exactly as CSI does.
 func TestCSIParity(t *testing.T) {
 	f, ctx := startFleet(t)
-	a, b := f.VCenter("vc-a"), f.VCenter("vc-b")
-	for _, vm := range a.VMs {
-		must(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
-	}
-	for _, vm := range b.VMs {
-		must(t, b.Tag(ctx, "k8s-zone", "vm-zone-"+vm.Name, vm.Ref))
-	}
+	tagZonesOnClustersAndVMs(t, ctx, f)
+	b := f.VCenter("vc-b")
 	hostTagged := b.VMs[0]
 	must(t, b.Tag(ctx, "k8s-zone", "host-zone", hostTagged.HostRef))
 

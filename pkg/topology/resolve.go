@@ -41,10 +41,6 @@ const (
 	SourceHostGroup Source = "hostGroup"
 )
 
-// VisibleToCSI reports whether vSphere CSI, given the same categories,
-// would find this value: only tags on the host chain.
-func (v *Value) VisibleToCSI() bool { return v == nil || v.Source == SourceHostTag }
-
 // Result is the topology of one VM. Zone and Region are nil when not
 // configured (no category and no static value).
 type Result struct {
@@ -203,18 +199,15 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 		}
 	}
 	res, err := r.resolve(vm, cache, chain, hostLen, staticZone, staticRegion)
-	if groups != nil {
-		res.Placement = groups.placement
-	}
 	var me *MissingTagError
 	if errors.As(err, &me) && !me.NoCategory {
 		// A tag may have been attached since the last refresh.
 		if again, rerr := cache.RefreshIfOlder(ctx, r.opts.MissRefreshAfter); again && rerr == nil {
 			res, err = r.resolve(vm, cache, chain, hostLen, staticZone, staticRegion)
-			if groups != nil {
-				res.Placement = groups.placement
-			}
 		}
+	}
+	if groups != nil {
+		res.Placement = groups.placement
 	}
 	return res, err
 }

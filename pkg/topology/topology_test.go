@@ -141,16 +141,23 @@ func TestStretched(t *testing.T) {
 	}
 }
 
-func TestZoneOnlyStaticAndVMFallback(t *testing.T) {
-	f, ctx := startFleet(t)
+// tagZonesOnClustersAndVMs tags zones on vc-a's clusters (zone-<cluster>)
+// and on vc-b's VMs only (vm-zone-<vm>); vc-c gets no tag.
+func tagZonesOnClustersAndVMs(t *testing.T, ctx context.Context, f *vcsim.Fleet) {
+	t.Helper()
 	a, b := f.VCenter("vc-a"), f.VCenter("vc-b")
 	for _, vm := range a.VMs {
 		must(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
 	}
-	// vc-b: only VMs are tagged.
 	for _, vm := range b.VMs {
 		must(t, b.Tag(ctx, "k8s-zone", "vm-zone-"+vm.Name, vm.Ref))
 	}
+}
+
+func TestZoneOnlyStaticAndVMFallback(t *testing.T) {
+	f, ctx := startFleet(t)
+	// vc-a: zones on clusters; vc-b: only VMs are tagged.
+	tagZonesOnClustersAndVMs(t, ctx, f)
 	// vc-c: no tags, static zone.
 	s := start(t, ctx, f, "labels:\n  zone: k8s-zone\n", map[string][]string{
 		"vc-c": {"staticTopology:", "  zone: static-zone", "  datacenters:", "    dc-1:", "      region: static-region"},
