@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
 )
 
@@ -59,6 +60,17 @@ func driftOf(node *v1.Node, vcenter, host string, res topology.Result) []Drift {
 	check(v1.LabelTopologyZone, res.Zone)
 	check(v1.LabelTopologyRegion, res.Region)
 	return out
+}
+
+// nodeDriftOf is driftOf for a Node and its VM, naming the VM's host.
+func (p *Provider) nodeDriftOf(node *v1.Node, vm inventory.VM, res topology.Result) []Drift {
+	host := vm.Host.Value
+	if ix := p.inv.Index(vm.VCenter); ix != nil {
+		if o, ok := ix.Object(vm.Host); ok {
+			host = o.Name
+		}
+	}
+	return driftOf(node, vm.VCenter, host, res)
 }
 
 // drifts remembers the drifted Nodes, for the gauge and topology explain.

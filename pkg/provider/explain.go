@@ -177,11 +177,7 @@ func (p *Provider) nodeDrift(ctx context.Context, nodes []v1.Node) []Drift {
 		if err != nil {
 			continue
 		}
-		host := vm.Host.Value
-		if o, ok := p.inv.Index(vm.VCenter).Object(vm.Host); ok {
-			host = o.Name
-		}
-		out = append(out, driftOf(n, vm.VCenter, host, res)...)
+		out = append(out, p.nodeDriftOf(n, vm, res)...)
 	}
 	return out
 }

@@ -32,13 +32,7 @@ func (p *Provider) noticeTopology(ctx context.Context, node *v1.Node, vm invento
 				v.what, v.val.Value, v.val.From))
 		}
 	}
-	host := vm.Host.Value
-	if ix := p.inv.Index(vm.VCenter); ix != nil {
-		if o, ok := ix.Object(vm.Host); ok {
-			host = o.Name
-		}
-	}
-	list := driftOf(node, vm.VCenter, host, res)
+	list := p.nodeDriftOf(node, vm, res)
 	if len(list) > 0 && p.cfg.Labels.OnDrift == config.DriftRelabel && p.kube != nil {
 		if err := relabel(ctx, p.kube, list); err != nil {
 			klog.FromContext(ctx).Error(err, "Relabelling a drifted Node failed", "node", node.Name)
