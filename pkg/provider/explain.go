@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -140,14 +139,11 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 		if err != nil {
 			pl.Error = err.Error()
 			for _, e := range flatten(err) {
-				var ce *topology.ConflictError
-				var ie *topology.InvalidTagError
-				var me *topology.MissingTagError
-				var ge *topology.GroupError
-				switch {
-				case errors.As(e, &ce), errors.As(e, &ie), errors.As(e, &ge):
+				// Classified as for the Node's events.
+				switch reason(e, false) {
+				case ReasonTopologyConflict, ReasonHostGroupZoneInvalid:
 					note(&ex.Conflicts, e.Error())
-				case errors.As(e, &me):
+				case ReasonTopologyTagMissing:
 					note(&ex.Untagged, e.Error())
 				}
 			}
