@@ -48,7 +48,6 @@ type Manager struct {
 	secrets map[config.SecretRef]Set // last known good entries per Secret
 	dir     Set
 	changed chan struct{} // closed on every change, then replaced
-	synced  []cache.InformerSynced
 	read    map[config.SecretRef]cache.InformerSynced // whether each Secret has been read once
 
 	wg        sync.WaitGroup // the directory poll
@@ -92,14 +91,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		return fmt.Errorf("credentials: the config names Secrets (%v) but no Kubernetes client was given", refs)
 	}
 	m.mu.Lock()
-	m.synced = nil
+	m.read = map[config.SecretRef]cache.InformerSynced{}
 	for _, ref := range refs {
-		synced := m.watchSecret(ctx, log, ref)
-		m.synced = append(m.synced, synced)
-		if m.read == nil {
-			m.read = map[config.SecretRef]cache.InformerSynced{}
-		}
-		m.read[ref] = synced
+		m.read[ref] = m.watchSecret(ctx, log, ref)
 	}
 	m.mu.Unlock()
 	if dir := m.cfg.Global.SecretsDirectory; dir != "" {
@@ -125,7 +119,7 @@ func (m *Manager) Wait() {
 // (or found absent), or ctx ends.
 func (m *Manager) WaitLoaded(ctx context.Context) error {
 	m.mu.RLock()
-	synced := slices.Clone(m.synced)
+	synced := slices.Collect(maps.Values(m.read))
 	m.mu.RUnlock()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("credentials: Secrets %v not read: %w", m.refs(), ctx.Err())
@@ -141,13 +135,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, m.opts.SyncTimeout)
 	defer cancel()
-	m.mu.RLock()
-	synced := m.synced
-	m.mu.RUnlock()
-	if !cache.WaitForCacheSync(wctx.Done(), synced...) {
-		return fmt.Errorf("credentials: Secrets %v not synced: %w", m.refs(), wctx.Err())
-	}
-	return nil
+	return m.WaitLoaded(wctx)
 }
 
 func (m *Manager) watchSecret(ctx context.Context, log klog.Logger, ref config.SecretRef) cache.InformerSynced {
