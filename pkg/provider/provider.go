@@ -146,7 +146,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	// asks for a retry of the Nodes waiting for it.
 	for _, c := range pool.Clients() {
 		ix := p.inv.Index(c.Name())
-		p.wg.Go(func() { p.followVCenter(ctx, kube, c, ix) })
+		p.wg.Go(func() { p.followVCenter(ctx, c, ix) })
 	}
 	if m := p.opts.Metrics; m != nil {
 		// And every 10 s, for the ages.

@@ -60,9 +60,9 @@ func (w *waiting) list() []string {
 
 // followVCenter reacts to one vCenter until ctx ends: a health change
 // refreshes the gauges; an inventory that becomes current refreshes them
-// and touches the Nodes waiting for initialization (kube may be nil in
+// and touches the Nodes waiting for initialization (p.kube may be nil in
 // tools, which have no Nodes to touch).
-func (p *Provider) followVCenter(ctx context.Context, kube kubernetes.Interface, c *vcenter.Client, ix *inventory.Index) {
+func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inventory.Index) {
 	log := klog.FromContext(ctx).WithName("retry").WithValues("vcenter", ix.VCenter())
 	refresh := func() {
 		if m := p.opts.Metrics; m != nil {
@@ -79,11 +79,11 @@ func (p *Provider) followVCenter(ctx context.Context, kube kubernetes.Interface,
 		case <-ix.Synced():
 			refresh()
 		}
-		if kube == nil {
+		if p.kube == nil {
 			continue
 		}
 		for _, name := range p.waiting.list() {
-			err := p.waiting.touch(ctx, kube, name)
+			err := p.waiting.touch(ctx, p.kube, name)
 			switch {
 			case apierrors.IsNotFound(err):
 				p.waiting.note(name, nil)
