@@ -47,7 +47,7 @@ type Manager struct {
 	mu      sync.RWMutex
 	secrets map[config.SecretRef]Set // last known good entries per Secret
 	dir     Set
-	changed chan struct{} // closed on every change, then replaced
+	changed chan struct{}                             // closed on every change, then replaced
 	read    map[config.SecretRef]cache.InformerSynced // whether each Secret has been read once
 
 	wg        sync.WaitGroup // the directory poll
