@@ -198,6 +198,7 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 	section("Conflicts", ex.Conflicts)
 	section("Untagged placements", ex.Untagged)
 	section("Unreachable vCenters", ex.Unreachable)
+	section("vCenters that cannot prove a VM absent (no Node is deleted)", ex.Unprovable)
 	section("Misplaced VMs (stretched clusters)", ex.Misplaced)
 	section("Drifted Nodes", ex.Drifted)
 	if withCSI {

@@ -10,6 +10,36 @@ import (
 // It is the only error that may lead to a Node being deleted.
 var ErrNotFound = errors.New("VM not found")
 
+// ErrStale means an index has had no successful update round for longer
+// than its bound (Options.StaleAfter): the vCenter may have stopped
+// answering on an open connection.
+var ErrStale = errors.New("inventory stale")
+
+// UnreadableError says a vCenter holds VMs whose identity cannot be read,
+// so it cannot prove any VM absent: one of them may be the VM looked for.
+type UnreadableError struct {
+	VCenter string
+	VMs     []UnreadableVM
+}
+
+func (e *UnreadableError) Error() string {
+	const show = 3
+	names := make([]string, 0, show)
+	for _, vm := range e.VMs[:min(show, len(e.VMs))] {
+		n := vm.Name
+		if n == "" {
+			n = vm.Ref
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", n, vm.Reason))
+	}
+	more := ""
+	if len(e.VMs) > show {
+		more = fmt.Sprintf(" and %d more", len(e.VMs)-show)
+	}
+	return fmt.Sprintf("vCenter %q holds %d VMs whose identity cannot be read: %s%s; any of them may be the VM looked for (restore access to their datastores or hosts, or remove them from the inventory)",
+		e.VCenter, len(e.VMs), strings.Join(names, ", "), more)
+}
+
 // ErrAmbiguous means more than one VM matches.
 var ErrAmbiguous = errors.New("ambiguous VM")
 

@@ -17,6 +17,32 @@ type ident struct {
 	name     string
 	host     string // guest host name, lower case
 	template bool
+	// lost: runtime.connectionState is inaccessible, orphaned or invalid,
+	// so the identity vCenter reports may not be the VM's.
+	lost bool
+}
+
+// Unreadable reasons: why a VM's identity cannot be read.
+const (
+	// UnreadableNoUUID: the VM has no BIOS UUID (config unset, as vSphere
+	// reports it for a VM whose files cannot be reached).
+	UnreadableNoUUID = "no BIOS UUID (config unset)"
+	// UnreadableConnection: runtime.connectionState is inaccessible,
+	// orphaned or invalid.
+	UnreadableConnection = "connection state inaccessible, orphaned or invalid"
+)
+
+// unreadable says why the VM's identity cannot be trusted, or "". A VM
+// whose identity is unreadable may be any Node's VM, so the vCenter
+// holding it cannot prove any VM absent.
+func (id *ident) unreadable() string {
+	switch {
+	case id.lost:
+		return UnreadableConnection
+	case id.uuid == (uuidKey{}):
+		return UnreadableNoUUID
+	}
+	return ""
 }
 
 // uuidKey is a UUID in 16 bytes, the form the index keys by.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
@@ -33,6 +34,8 @@ type Client interface {
 type Index struct {
 	client        Client
 	log           klog.Logger
+	clock         clock.PassiveClock
+	staleAfter    time.Duration // see Options.StaleAfter
 	allDetails    bool
 	clusterGroups bool // follow clusters' DRS groups and rules
 	hostnames     bool // follow every VM's guest host name
@@ -49,12 +52,13 @@ type Index struct {
 	// Interest: the VMs whose details are kept, by reference value. The
 	// current collector's list view holds them all but pending.
 	interest map[string]bool
-	pending  map[string]bool
-	polling  *collector    // the collector whose long poll is under way, if any
-	eagerMax int           // keep every VM's details when the vCenter has at most this many
-	eager    bool          // it has: every VM is of interest
-	wantCh   chan struct{} // signalled when pending grows
-	wanted   []lookupKey   // lookups made during a full read, resolved when it completes
+	pending  map[string]bool // to add to the list view
+	dropping map[string]bool // to remove from the list view: left the scope
+	polling  *collector      // the collector whose long poll is under way, if any
+	eagerMax int             // keep every VM's details when the vCenter has at most this many
+	eager    bool            // it has: every VM is of interest
+	wantCh   chan struct{}   // signalled when pending grows
+	wanted   []lookupKey     // lookups made during a full read, resolved when it completes
 }
 
 type ref = types.ManagedObjectReference
@@ -67,11 +71,16 @@ type data struct {
 	byName  multimap[string]
 	byHost  multimap[string] // guest host name, lower case
 	details map[string]*VM   // VMs of interest, by reference value
+	// unreadable holds the VMs whose identity cannot be read (see
+	// ident.unreadable), by reference value: while there is one, the
+	// vCenter cannot prove any VM absent.
+	unreadable map[string]*ident
 }
 
 func newData() *data {
 	return &data{objects: map[ref]*Object{}, vms: map[string]*ident{}, byUUID: newMultimap[uuidKey](),
-		byName: newMultimap[string](), byHost: newMultimap[string](), details: map[string]*VM{}}
+		byName: newMultimap[string](), byHost: newMultimap[string](), details: map[string]*VM{},
+		unreadable: map[string]*ident{}}
 }
 
 // NewIndex returns an empty index for one vCenter; Run fills it. With
@@ -80,19 +89,26 @@ func newData() *data {
 // opts.EagerDetailsMax, and beyond that only those of the VMs lookups ask
 // for. Options are used as given (New applies the defaults).
 func NewIndex(c Client, opts Options) *Index {
-	return &Index{client: c, data: newData(), log: klog.Background(), allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Index{client: c, data: newData(), log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
+		allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames,
 		syncedCh: make(chan struct{}), detailCh: make(chan struct{}),
-		interest: map[string]bool{}, pending: map[string]bool{}, wantCh: make(chan struct{}, 1)}
+		interest: map[string]bool{}, pending: map[string]bool{}, dropping: map[string]bool{}, wantCh: make(chan struct{}, 1)}
 }
 
 // VCenter is the name of the vCenter.
 func (ix *Index) VCenter() string { return ix.client.Name() }
 
-// Status says whether the index can be trusted to say "absent": it has
-// completed a full read, is not re-reading after a new session, the last
-// update round succeeded, and the vCenter is not down. The error explains
-// why not.
+// Status says whether the index is current, so that a miss in it may
+// count as "absent": it has completed a full read, is not re-reading
+// after a new session, the last update round succeeded less than
+// StaleAfter ago (a connection that went silent is noticed by that bound,
+// not by the request timeout), and the vCenter is not down. The error
+// explains why not. (Proving a VM absent needs more: see AbsenceError.)
 func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 	ix.mu.RLock()
 	synced, resyncing, serr, at := ix.synced, ix.resyncing, ix.syncErr, ix.syncedAt
@@ -108,6 +124,10 @@ func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 		return false, at, fmt.Errorf("vCenter %q: inventory not synced yet", ix.VCenter())
 	case resyncing:
 		return false, at, fmt.Errorf("vCenter %q: inventory being read again after a new session; absence cannot be proven until it completes", ix.VCenter())
+	}
+	if age := ix.clock.Since(at); ix.staleAfter > 0 && age > ix.staleAfter {
+		return false, at, fmt.Errorf("vCenter %q: inventory not current: no update round completed for %v (bound %v); the vCenter may have stopped answering: %w",
+			ix.VCenter(), age.Truncate(time.Second), ix.staleAfter, ErrStale)
 	}
 	return true, at, nil
 }
@@ -155,7 +175,7 @@ func (ix *Index) WaitSynced(ctx context.Context) error {
 func (ix *Index) currentLocked() {
 	failing := ix.syncErr != nil
 	ix.syncErr = nil
-	ix.syncedAt = time.Now()
+	ix.syncedAt = ix.clock.Now()
 	if failing && ix.synced && !ix.resyncing {
 		ix.notifyLocked()
 	}
@@ -350,6 +370,30 @@ func (ix *Index) wantLocked(r string) {
 	}
 }
 
+// forgetLocked drops a VM from the interest: it left the scope (deleted,
+// or moved out of the configured datacenters). A VM the eager mode or a
+// lookup wants again is added again.
+func (ix *Index) forgetLocked(r string) {
+	if !ix.interest[r] {
+		return
+	}
+	delete(ix.interest, r)
+	if ix.pending[r] {
+		delete(ix.pending, r) // never added to the view
+		return
+	}
+	ix.dropping[r] = true
+}
+
+// dropStrayDetails deletes the details of VMs not in scope.
+func (d *data) dropStrayDetails() {
+	for r := range d.details {
+		if d.vms[r] == nil {
+			delete(d.details, r)
+		}
+	}
+}
+
 func (id *ident) uuidString() string {
 	if id.uuid == (uuidKey{}) {
 		return ""
@@ -401,6 +445,9 @@ func (ix *Index) Ancestors(r types.ManagedObjectReference) []Object {
 }
 
 func (d *data) index(id *ident) {
+	if id.unreadable() != "" {
+		d.unreadable[id.ref] = id
+	}
 	if id.uuid != (uuidKey{}) {
 		d.byUUID.add(id.uuid, id)
 	}
@@ -413,6 +460,7 @@ func (d *data) index(id *ident) {
 }
 
 func (d *data) unindex(id *ident) {
+	delete(d.unreadable, id.ref)
 	if id.uuid != (uuidKey{}) {
 		d.byUUID.remove(id.uuid, id)
 	}
@@ -426,13 +474,14 @@ func (d *data) unindex(id *ident) {
 
 // applyIdentity applies updates of the filter over every VM and object:
 // identities, names and parents; with details, the VMs' details too.
-// It reports whether details changed, and the VMs (not templates) that
-// entered.
-func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (changed bool, entered []string) {
+// It reports whether details changed, the VMs (not templates) that
+// entered and the VMs that left.
+func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (changed bool, entered, left []string) {
 	for _, u := range updates {
 		r := u.Obj
 		if r.Type == "VirtualMachine" {
 			if u.Kind == types.ObjectUpdateKindLeave {
+				left = append(left, r.Value)
 				if id := d.vms[r.Value]; id != nil {
 					d.unindex(id)
 					delete(d.vms, r.Value)
@@ -483,7 +532,7 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (change
 			}
 		}
 	}
-	return changed, entered
+	return changed, entered, left
 }
 
 // applyDetails applies one update of a VM's details (the list view's
@@ -516,6 +565,10 @@ func applyIdent(id *ident, c types.PropertyChange) {
 	case "guest.hostName":
 		s, _ := c.Val.(string)
 		id.host = strings.ToLower(s)
+	case "runtime.connectionState":
+		st, _ := c.Val.(types.VirtualMachineConnectionState)
+		id.lost = st == types.VirtualMachineConnectionStateInaccessible ||
+			st == types.VirtualMachineConnectionStateOrphaned || st == types.VirtualMachineConnectionStateInvalid
 	}
 }
 
@@ -571,7 +624,7 @@ func nicsOf(in []types.GuestNicInfo) []NIC {
 
 // identityProperties are the VM properties followed for every VM; with
 // guest host names, guest.hostName too.
-var identityProperties = []string{"name", "config.uuid", "config.template"}
+var identityProperties = []string{"name", "config.uuid", "config.template", "runtime.connectionState"}
 
 // vmProperties are the VM properties followed for the VMs whose details
 // are kept.

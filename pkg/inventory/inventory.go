@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
@@ -40,6 +41,19 @@ type Options struct {
 	// for FindByGuestHostname. Off, the name is neither read nor kept for
 	// VMs without details: tens of bytes per VM in a big vCenter.
 	GuestHostnames bool
+	// StaleAfter: an index whose last successful update round is older
+	// than this is not current (Index.Status), so a vCenter that stops
+	// answering on an open connection cannot prove absence for longer
+	// than this. Every long poll completes a round at least every MaxWait.
+	// Default: the larger of 2*MaxWait and MaxWait+5s.
+	StaleAfter time.Duration
+	// SearchTimeout bounds each direct request to a vCenter made by a
+	// lookup (a miss in an index that is not current) and each live check
+	// of ConfirmAbsent callers (default 10s): a vCenter that stopped
+	// answering delays a lookup by at most this.
+	SearchTimeout time.Duration
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
 }
 
 // Inventory is the set of per-vCenter indexes.
@@ -53,6 +67,12 @@ type Inventory struct {
 func New(clients []Client, opts Options) *Inventory {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = 30 * time.Second
+	}
+	if opts.SearchTimeout <= 0 {
+		opts.SearchTimeout = 10 * time.Second
+	}
+	if opts.StaleAfter <= 0 {
+		opts.StaleAfter = max(2*opts.MaxWait, opts.MaxWait+5*time.Second)
 	}
 	if opts.EagerDetailsMax == 0 {
 		opts.EagerDetailsMax = 5000
@@ -203,6 +223,8 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, inv.opts.SearchTimeout)
+			defer cancel()
 			vms, err := search(ctx, ix)
 			if err != nil {
 				err = fmt.Errorf("vCenter %q: %w", ix.VCenter(), err)

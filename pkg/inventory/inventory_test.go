@@ -240,3 +240,76 @@ func TestSwapUUID(t *testing.T) {
 		}
 	}
 }
+
+// destroy powers a VM off and deletes it, as an administrator would.
+func destroy(t *testing.T, ctx context.Context, v *vcsim.VCenter, ref types.ManagedObjectReference) {
+	t.Helper()
+	vm := object.NewVirtualMachine(v.Admin(), ref)
+	if task, err := vm.PowerOff(ctx); err == nil {
+		_ = task.Wait(ctx)
+	}
+	task, err := vm.Destroy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoversAfterFollowedVMDeleted: a VM whose details were followed is
+// deleted, seen leaving or not (deleted while the vCenter was away); every
+// new collector after that (new session, vCenter back) still starts, and
+// the index is current again.
+func TestRecoversAfterFollowedVMDeleted(t *testing.T) {
+	e := setup(t)
+	b := e.fleet.VCenter("vc-b")
+	ix := e.inv.Index("vc-b")
+	current := func(what string) {
+		t.Helper()
+		poll.True(t, what, func() bool {
+			ok, _, _ := ix.Status()
+			return ok
+		})
+	}
+	for _, vm := range b.VMs {
+		if _, err := e.inv.FindByUUID(e.ctx, vm.UUID); err != nil { // follows its details
+			t.Fatal(err)
+		}
+	}
+
+	// Deleted while followed: seen leaving, then a new session.
+	destroy(t, e.ctx, b, b.VMs[0].Ref)
+	poll.True(t, "the deleted VM gone from the index", func() bool {
+		_, err := e.inv.FindByUUID(e.ctx, b.VMs[0].UUID)
+		return errors.Is(err, inventory.ErrNotFound)
+	})
+	if _, err := b.TerminateSessions(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "a new full read begun", func() bool {
+		ok, _, _ := ix.Status()
+		return !ok
+	})
+	current("current again after the new session")
+
+	// Deleted while the vCenter was away: its leaving was never seen.
+	if err := b.SetMode(vcsim.Down); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "vc-b not current", func() bool {
+		ok, _, _ := ix.Status()
+		return !ok
+	})
+	destroy(t, e.ctx, b, b.VMs[1].Ref)
+	if _, err := b.TerminateSessions(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetMode(vcsim.Up); err != nil {
+		t.Fatal(err)
+	}
+	current("current again after the vCenter returned")
+	if _, err := e.inv.FindByUUID(e.ctx, b.VMs[1].UUID); !errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("the VM deleted while away: %v, want ErrNotFound", err)
+	}
+}

@@ -203,10 +203,27 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collect
 			wanted = append(wanted, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
 		}
 		clear(ix.pending)
+		clear(ix.dropping)
 		ix.mu.Unlock()
-		if st.list, err = view.NewManager(c).CreateListView(ctx, wanted); err != nil {
+		// Created empty, then filled: CreateListView fails on a reference
+		// that no longer exists (a VM deleted while no collector followed
+		// it), ModifyListView returns such references instead.
+		if st.list, err = view.NewManager(c).CreateListView(ctx, nil); err != nil {
 			_ = pc.Destroy(ctx)
 			return nil, fmt.Errorf("create list view: %w", err)
+		}
+		if len(wanted) > 0 {
+			gone, err := st.list.Add(ctx, wanted)
+			if err != nil {
+				_ = pc.Destroy(ctx)
+				return nil, fmt.Errorf("add %d VMs to the list view: %w", len(wanted), err)
+			}
+			ix.mu.Lock()
+			for _, r := range gone {
+				ix.forgetLocked(r.Value)
+			}
+			clear(ix.dropping) // not in the view
+			ix.mu.Unlock()
 		}
 		f, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
 			ObjectSet: []types.ObjectSpec{{Obj: st.list.Reference(), Skip: types.NewBool(true),
@@ -288,18 +305,21 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	st.version = set.Version
 	truncated := set.Truncated != nil && *set.Truncated
+	var left, detailed []string // VMs that left the scope; VMs whose details changed
 	apply := func(d *data) (changed bool, entered []string) {
 		for _, fs := range set.FilterSet {
 			if fs.Filter == st.details {
 				for _, u := range fs.ObjectSet {
 					d.applyDetails(u)
+					detailed = append(detailed, u.Obj.Value)
 				}
 				changed = changed || len(fs.ObjectSet) > 0
 				continue
 			}
-			c, e := d.applyIdentity(fs.ObjectSet, ix.allDetails)
+			c, e, l := d.applyIdentity(fs.ObjectSet, ix.allDetails)
 			changed = changed || c
 			entered = append(entered, e...)
+			left = append(left, l...)
 		}
 		return changed, entered
 	}
@@ -310,6 +330,15 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		}
 		ix.mu.Lock()
 		ix.data = st.staging
+		// Forget the VMs of interest that are gone (deleted, or moved out
+		// of scope while no collector followed them), so that no later
+		// list view is asked for them.
+		for r := range ix.interest {
+			if ix.data.vms[r] == nil {
+				ix.forgetLocked(r)
+			}
+		}
+		ix.data.dropStrayDetails()
 		for _, k := range ix.wanted {
 			for _, id := range k.idents(ix.data) {
 				ix.wantLocked(id.ref)
@@ -329,7 +358,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		ix.synced = true
 		ix.resyncing = false
 		ix.syncErr = nil
-		ix.syncedAt = time.Now()
+		ix.syncedAt = ix.clock.Now()
 		n := len(ix.data.vms)
 		ix.notifyLocked()
 		ix.notifyDetailsLocked()
@@ -340,6 +369,15 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	ix.mu.Lock()
 	changed, entered := apply(ix.data)
+	for _, r := range left {
+		ix.forgetLocked(r)
+	}
+	for _, r := range detailed {
+		if ix.data.vms[r] == nil { // details of a VM that left the scope
+			delete(ix.data.details, r)
+			ix.forgetLocked(r)
+		}
+	}
 	if changed {
 		ix.notifyDetailsLocked()
 	}
@@ -398,25 +436,49 @@ func (ix *Index) addPending(ctx context.Context, st *collector) (added bool, err
 		// asked for meanwhile are added when it completes).
 		ix.mu.Unlock()
 		return false, nil
-	case len(ix.pending) == 0:
+	case len(ix.pending) == 0 && len(ix.dropping) == 0:
 		ix.polling = st
 		ix.mu.Unlock()
 		return false, nil
 	}
-	refs := make([]types.ManagedObjectReference, 0, len(ix.pending))
-	for r := range ix.pending {
-		refs = append(refs, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
-	}
+	refs := vmRefs(ix.pending)
+	drop := vmRefs(ix.dropping)
 	ix.mu.Unlock()
-	if _, err := st.list.Add(ctx, refs); err != nil {
+	if len(drop) > 0 {
+		if _, err := st.list.Remove(ctx, drop); err != nil {
+			return false, fmt.Errorf("remove %d VMs from the list view: %w", len(drop), err)
+		}
+		ix.mu.Lock()
+		for _, r := range drop {
+			delete(ix.dropping, r.Value)
+		}
+		ix.mu.Unlock()
+	}
+	if len(refs) == 0 {
+		return false, nil
+	}
+	gone, err := st.list.Add(ctx, refs)
+	if err != nil {
 		return false, fmt.Errorf("add %d VMs to the list view: %w", len(refs), err)
 	}
 	ix.mu.Lock()
 	for _, r := range refs {
 		delete(ix.pending, r.Value)
 	}
+	for _, r := range gone {
+		ix.forgetLocked(r.Value)
+		delete(ix.dropping, r.Value) // never in the view
+	}
 	ix.mu.Unlock()
 	return true, nil
+}
+
+func vmRefs(set map[string]bool) []types.ManagedObjectReference {
+	out := make([]types.ManagedObjectReference, 0, len(set))
+	for r := range set {
+		out = append(out, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
+	}
+	return out
 }
 
 // isCanceled reports whether err is the fault of a poll ended by

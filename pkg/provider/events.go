@@ -21,6 +21,10 @@ const (
 	ReasonTopologyConflict   = "TopologyConflict"
 	ReasonTopologyTagMissing = "TopologyTagMissing"
 	ReasonVCenterUnreachable = "VCenterUnreachable"
+	// ReasonVCenterNotConfigured: a Node's labels name a vCenter or
+	// datacenter that is not in the config, so its VM cannot be proven
+	// gone.
+	ReasonVCenterNotConfigured = "VCenterNotConfigured"
 	// ReasonHostGroupZoneInvalid: a hostGroupZones entry cannot give the
 	// VM one zone (see topology.GroupError).
 	ReasonHostGroupZoneInvalid = "HostGroupZoneInvalid"
@@ -52,9 +56,12 @@ func reason(err error, notFoundIsProblem bool) string {
 	var ie *topology.InvalidTagError
 	var me *topology.MissingTagError
 	var ge *topology.GroupError
+	var nc *NotConfiguredError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &nc):
+		return ReasonVCenterNotConfigured
 	case errors.As(err, &ge):
 		return ReasonHostGroupZoneInvalid
 	case errors.Is(err, inventory.ErrAmbiguous):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -26,25 +28,41 @@ const (
 // UnprovenAbsenceError says a Node's VM was not found but its absence is
 // not proven, so the Node is kept.
 type UnprovenAbsenceError struct {
-	Node   string
-	Reason string
-	Cause  error
+	Node string
+	// Proof is why the absence is not proven.
+	Proof error
+	// Cause is the lookup's error.
+	Cause error
 }
 
 func (e *UnprovenAbsenceError) Error() string {
-	return fmt.Sprintf("node %s: VM not found, but its absence is not proven (%s); the Node is kept: %v", e.Node, e.Reason, e.Cause)
+	return fmt.Sprintf("node %s: VM not found, but its absence is not proven (%v); the Node is kept: %v", e.Node, e.Proof, e.Cause)
 }
 
-// Unwrap returns the lookup's error.
-func (e *UnprovenAbsenceError) Unwrap() error { return e.Cause }
+// Unwrap returns why the absence is not proven and the lookup's error.
+func (e *UnprovenAbsenceError) Unwrap() []error { return []error{e.Proof, e.Cause} }
 
-// InstanceExists is false only on proof that the VM is gone: its BIOS
-// UUID (providerID, or the Node's systemUUID) is absent from every vCenter
-// in scope, each connected with a complete inventory (a VM deleted in
-// vCenter leaves the index that way too). A miss by VM name or guest host
-// name alone is an error, never a deletion; so is any doubt. With
-// nodes.deletion never, it is never false. Every verdict is logged and
-// counted, naming the vCenters consulted.
+// NotConfiguredError: the Node's labels say its VM is in a vCenter or
+// datacenter that is not in the config (removed, renamed, misspelt), so
+// the configured vCenters cannot prove it absent.
+type NotConfiguredError struct {
+	Node, VCenter, Datacenter string
+}
+
+func (e *NotConfiguredError) Error() string {
+	if e.Datacenter != "" {
+		return fmt.Sprintf("node %s is labelled %s=%s and %s=%s, but that datacenter is not among vcenter.%s.datacenters: its VM may still be there; add the datacenter back, or delete the Node yourself if its VM is gone",
+			e.Node, LabelVCenter, e.VCenter, LabelDatacenter, e.Datacenter, e.VCenter)
+	}
+	return fmt.Sprintf("node %s is labelled %s=%s, but no vCenter of that name is configured: its VM may still be there; add the vCenter back (or correct its name), or delete the Node yourself if its VM is gone",
+		e.Node, LabelVCenter, e.VCenter)
+}
+
+// InstanceExists is false only on proof that the VM is gone (see
+// proveAbsent). A miss by VM name or guest host name alone is an error,
+// never a deletion; so is any doubt. With nodes.deletion never, it is
+// never false. Every verdict is logged and counted, naming the vCenters
+// consulted.
 func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	_, err := p.FindVM(ctx, node)
 	if err == nil {
@@ -59,7 +77,7 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 	switch {
 	case perr != nil:
 		p.countVerdict(VerdictUnproven)
-		uerr := &UnprovenAbsenceError{Node: node.Name, Reason: perr.Error(), Cause: err}
+		uerr := &UnprovenAbsenceError{Node: node.Name, Proof: perr, Cause: err}
 		log.Info("VM of node not found, absence not proven; keeping the Node", "detail", uerr)
 		p.events.warn(node, uerr, true)
 		return false, uerr
@@ -73,8 +91,18 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 	return false, nil
 }
 
-// proveAbsent checks, after a lookup said "not found", that the absence is
-// proven by BIOS UUID in every vCenter; it returns the vCenters consulted.
+// proveAbsent checks, after a lookup said "not found", that the VM's
+// absence is proven, and returns the vCenters consulted. Proof needs all
+// of:
+//   - a BIOS UUID to look for (providerID or systemUUID): a miss by name
+//     proves nothing;
+//   - the vCenter and datacenter the Node's labels name (where its VM was)
+//     are configured;
+//   - every vCenter's index is current and holds no VM whose identity is
+//     unreadable (inventory.Index.AbsenceError);
+//   - the UUID, in either byte order, is in no index;
+//   - every vCenter, asked directly within a short timeout, has no VM with
+//     it in any datacenter (inventory.Inventory.ConfirmAbsent).
 func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, error) {
 	uuid, ok := strings.CutPrefix(node.Spec.ProviderID, ProviderIDPrefix)
 	if node.Spec.ProviderID == "" {
@@ -83,10 +111,13 @@ func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, er
 	if !ok {
 		return nil, errors.New("the Node has neither a vSphere providerID nor a systemUUID, and a miss by VM name or guest host name is no proof")
 	}
+	if err := p.labelledInScope(node); err != nil {
+		return nil, err
+	}
 	var names []string
 	for _, ix := range p.inv.Indexes() {
 		names = append(names, ix.VCenter())
-		if complete, _, err := ix.Status(); !complete {
+		if err := ix.AbsenceError(); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +127,31 @@ func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, er
 		}
 		return nil, err
 	}
+	if err := p.inv.ConfirmAbsent(ctx, uuid); err != nil {
+		return nil, err
+	}
 	return names, nil
+}
+
+// labelledInScope checks that the vCenter and datacenter the Node's
+// labels name (set at initialization: where its VM was) are configured.
+func (p *Provider) labelledInScope(node *v1.Node) error {
+	name, ok := node.Labels[LabelVCenter]
+	if !ok {
+		return nil
+	}
+	vc, ok := p.cfg.VCenter(name)
+	if !ok {
+		return &NotConfiguredError{Node: node.Name, VCenter: name}
+	}
+	dc, ok := node.Labels[LabelDatacenter]
+	if !ok || len(vc.Datacenters) == 0 {
+		return nil // every datacenter of the vCenter is in scope
+	}
+	if !slices.ContainsFunc(vc.Datacenters, func(d string) bool { return d == dc || path.Base(d) == dc }) {
+		return &NotConfiguredError{Node: node.Name, VCenter: name, Datacenter: dc}
+	}
+	return nil
 }
 
 func (p *Provider) countVerdict(v string) {

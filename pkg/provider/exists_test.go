@@ -3,12 +3,17 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
@@ -89,5 +94,164 @@ func TestDeletionNever(t *testing.T) {
 	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
 	if ok, err := e.p.InstanceExists(e.ctx, n); !ok || err != nil {
 		t.Errorf("InstanceExists = %v, %v; want true, nil", ok, err)
+	}
+}
+
+// unproven asserts that InstanceExists keeps the Node: an error, never
+// (false, nil). It returns the error.
+func unproven(t *testing.T, e *env, n *v1.Node) error {
+	t.Helper()
+	ok, err := e.p.InstanceExists(e.ctx, n)
+	if err == nil {
+		t.Fatalf("%s: InstanceExists = %v, nil; want an error (the Node must be kept)", n.Name, ok)
+	}
+	return err
+}
+
+// TestUnreadableIdentityProvesNothing: a VM whose identity cannot be read
+// (config unset, as vSphere reports a VM whose files are unreachable; or
+// its connection state inaccessible, orphaned or invalid) may be any
+// Node's VM: its vCenter cannot prove absence, the metric counts it and
+// topology explain says so.
+func TestUnreadableIdentityProvesNothing(t *testing.T) {
+	m := provider.NewMetrics()
+	reg := registry(t, m)
+	e := stretchedWith(t, "", "", nil, provider.Options{Metrics: m})
+	b := e.fleet.VCenter("vc-b")
+	vm := b.VMs[0]
+	n := node(vm)
+	n.Spec.ProviderID = "vsphere://" + vm.UUID
+	if ok, err := e.p.InstanceExists(e.ctx, n); !ok || err != nil {
+		t.Fatalf("before: InstanceExists = %v, %v", ok, err)
+	}
+	ix := e.p.Inventory().Index("vc-b")
+
+	b.SetUUID(vm.Ref, "") // config.uuid unset: its files are unreachable
+	poll.True(t, "the VM counted as unreadable", func() bool { return len(ix.Unreadable()) == 1 })
+	ue := unproven(t, e, n)
+	var ur *inventory.UnreadableError
+	if !errors.As(ue, &ur) || ur.VCenter != "vc-b" || ur.VMs[0].Name != vm.Name || ur.VMs[0].Reason != inventory.UnreadableNoUUID {
+		t.Errorf("the error does not name the unreadable VM: %v", ue)
+	}
+	m.Refresh(e.p)
+	if got := gauge(t, reg, "vsphere_ccm_inventory_unreadable_vms", "vc-b"); got != 1 {
+		t.Errorf("vsphere_ccm_inventory_unreadable_vms{vcenter=vc-b} = %v, want 1", got)
+	}
+	if ex := e.p.Explain(e.ctx, provider.ExplainOptions{}); len(ex.Unprovable) != 1 || !strings.Contains(ex.Unprovable[0], vm.Name) {
+		t.Errorf("explain: unprovable = %q", ex.Unprovable)
+	}
+
+	// Its identity back: the VM exists again.
+	b.SetUUID(vm.Ref, vm.UUID)
+	poll.True(t, "the VM readable again", func() bool { return len(ix.Unreadable()) == 0 })
+	if ok, err := e.p.InstanceExists(e.ctx, n); !ok || err != nil {
+		t.Fatalf("identity back: InstanceExists = %v, %v", ok, err)
+	}
+
+	// Another VM of vc-b inaccessible: no UUID is proven absent anywhere.
+	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	for _, st := range []types.VirtualMachineConnectionState{types.VirtualMachineConnectionStateInaccessible,
+		types.VirtualMachineConnectionStateOrphaned, types.VirtualMachineConnectionStateInvalid} {
+		b.SetConnectionState(b.VMs[1].Ref, st)
+		poll.True(t, "the VM counted as unreadable", func() bool { return len(ix.Unreadable()) == 1 })
+		unproven(t, e, gone)
+	}
+	b.SetConnectionState(b.VMs[1].Ref, types.VirtualMachineConnectionStateConnected)
+	poll.True(t, "the VM readable again", func() bool { return len(ix.Unreadable()) == 0 })
+	if ok, err := e.p.InstanceExists(e.ctx, gone); ok || err != nil {
+		t.Errorf("all readable: InstanceExists = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// TestVCenterNotConfigured: a Node whose labels name a vCenter, or a
+// datacenter of a vCenter, that is not (or no longer) in the config is
+// never proven gone: its VM may still be there. An event says why.
+func TestVCenterNotConfigured(t *testing.T) {
+	rec := record.NewFakeRecorder(100)
+	e := stretchedWith(t, "", "", map[string][]string{"vc-a": {"datacenters: [dc-1]"}}, provider.Options{Recorder: rec})
+	cases := []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"vCenter removed from the config", map[string]string{provider.LabelVCenter: "vc-removed", provider.LabelDatacenter: "dc-1"}},
+		{"datacenter removed from the vCenter's list", map[string]string{provider.LabelVCenter: "vc-a", provider.LabelDatacenter: "dc-2"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n-" + c.labels[provider.LabelVCenter], Labels: c.labels},
+				Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+			ue := unproven(t, e, n)
+			var nc *provider.NotConfiguredError
+			if !errors.As(ue, &nc) {
+				t.Errorf("want a NotConfiguredError: %v", ue)
+			}
+			if got := drain(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+provider.ReasonVCenterNotConfigured+" ") {
+				t.Errorf("events = %q, want one %s", got, provider.ReasonVCenterNotConfigured)
+			}
+		})
+	}
+	// Labels naming a configured vCenter and datacenter: proven as before.
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{provider.LabelVCenter: "vc-a", provider.LabelDatacenter: "dc-1"}},
+		Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	if ok, err := e.p.InstanceExists(e.ctx, n); ok || err != nil {
+		t.Errorf("configured vCenter and datacenter: InstanceExists = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// TestLiveCheckBeforeGone: a VM the indexes do not show (here: in a
+// datacenter outside the config) but vCenter has keeps its Node.
+func TestLiveCheckBeforeGone(t *testing.T) {
+	e := stretchedWith(t, "", "", map[string][]string{"vc-a": {"datacenters: [dc-1]"}}, provider.Options{})
+	var outside vcsim.VM
+	for _, vm := range e.fleet.VCenter("vc-a").VMs {
+		if vm.Datacenter == "dc-2" {
+			outside = vm
+		}
+	}
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "moved"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + outside.UUID}}
+	ue := unproven(t, e, n)
+	var ee *inventory.ExistsError
+	if !errors.As(ue, &ee) || ee.Ref != outside.Ref.Value {
+		t.Errorf("want an ExistsError naming %s: %v", outside.Ref.Value, ue)
+	}
+}
+
+// TestSilentVCenter: a vCenter that stops answering on its open
+// connections (TCP kept, nothing comes back) stops proving absence within
+// the inventory's staleness bound, long before the request timeout.
+func TestSilentVCenter(t *testing.T) {
+	e := stretchedWith(t, "global:\n  connectTimeout: 5s\n  requestTimeout: 10m\n", "", nil,
+		provider.Options{InventoryMaxWait: time.Second})
+	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	if ok, err := e.p.InstanceExists(e.ctx, gone); ok || err != nil {
+		t.Fatalf("before: InstanceExists = %v, %v; want false, nil", ok, err)
+	}
+	b := e.fleet.VCenter("vc-b")
+	must(t, b.SetMode(vcsim.Silent))
+	// The Node's VM moves into vc-b (here: gets the UUID) while vc-b is
+	// silent: at once, before the index is stale, the live check keeps it.
+	b.SetUUID(b.VMs[0].Ref, absentUUID)
+	unproven(t, e, gone)
+	ix := e.p.Inventory().Index("vc-b")
+	poll.True(t, "vc-b's index stale", func() bool {
+		_, _, err := ix.Status()
+		return errors.Is(err, inventory.ErrStale)
+	})
+	cb, _ := e.p.Pool().Client("vc-b")
+	if h := cb.Health(); h.State == vcenter.Down {
+		t.Errorf("vc-b is %s: the staleness bound, not the request timeout, must notice a silent vCenter", h.State)
+	}
+	unproven(t, e, gone)
+	must(t, b.SetMode(vcsim.Up))
+	poll.True(t, "vc-b current again", func() bool {
+		ok, _, _ := ix.Status()
+		return ok
+	})
+	// The VM is there: found (a real vCenter re-sends the change from the
+	// collector's version), or, where the index missed it (the simulator
+	// drops changes whose long-poll answer was lost), kept by the live
+	// check. Never reported gone.
+	if ok, err := e.p.InstanceExists(e.ctx, gone); !ok && err == nil {
+		t.Errorf("vc-b answering again: InstanceExists = false, nil; its VM is there")
 	}
 }

@@ -61,6 +61,10 @@ type Explanation struct {
 	// Unreachable are vCenters that are not connected or whose inventory is
 	// not current.
 	Unreachable []string `json:"unreachable,omitempty"`
+	// Unprovable are vCenters that cannot prove any VM absent because they
+	// hold VMs whose identity cannot be read: while they do, no Node is
+	// deleted for a missing VM.
+	Unprovable []string `json:"unprovable,omitempty"`
 	// Misplaced are VMs of stretched clusters outside their intended zone,
 	// or without one.
 	Misplaced []string `json:"misplaced,omitempty"`
@@ -73,7 +77,7 @@ type Explanation struct {
 
 // Problems counts what an operator should fix.
 func (ex Explanation) Problems() int {
-	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences)
+	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Unprovable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences)
 }
 
 // Explain resolves every VM in scope (or only vms, when given) and
@@ -89,6 +93,9 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 			ex.Unreachable = append(ex.Unreachable, fmt.Sprintf("%s: %s since %s: %v", c.Name(), h.State, h.Since.UTC().Format("2006-01-02T15:04:05Z"), h.LastError))
 		} else if ok, _, err := p.inv.Index(c.Name()).Status(); !ok {
 			ex.Unreachable = append(ex.Unreachable, err.Error())
+		}
+		if u := p.inv.Index(c.Name()).Unreadable(); len(u) > 0 {
+			ex.Unprovable = append(ex.Unprovable, (&inventory.UnreadableError{VCenter: c.Name(), VMs: u}).Error())
 		}
 	}
 	if len(vms) == 0 {

@@ -21,6 +21,7 @@ type Metrics struct {
 	up           *metrics.GaugeVec
 	inventoryVMs *metrics.GaugeVec
 	inventoryAge *metrics.GaugeVec
+	unreadable   *metrics.GaugeVec
 	tagAge       *metrics.GaugeVec
 	lookups      *metrics.CounterVec
 	verdicts     *metrics.CounterVec
@@ -52,6 +53,9 @@ func NewMetrics() *Metrics {
 			Help: "VMs in the inventory of each vCenter.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		inventoryAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_sync_age_seconds",
 			Help: "Seconds since the inventory of each vCenter was last confirmed current (-1: never synced).", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		unreadable: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_unreadable_vms",
+			Help:           "VMs of each vCenter whose identity cannot be read (no BIOS UUID, or connection state inaccessible, orphaned or invalid); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		tagAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "tag_cache_age_seconds",
 			Help: "Seconds since the tag cache of each vCenter was last refreshed (-1: never).", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		lookups: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_lookups_total",
@@ -73,7 +77,7 @@ func NewMetrics() *Metrics {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.tagAge, m.lookups, m.verdicts, m.vcDownFor, m.drifted, m.events}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.verdicts, m.vcDownFor, m.drifted, m.events}
 }
 
 // Request implements vcenter.Observer.
@@ -131,6 +135,7 @@ func (m *Metrics) Refresh(p *Provider) {
 			_, at, _ := ix.Status()
 			m.inventoryVMs.WithLabelValues(c.Name()).Set(float64(ix.Len()))
 			m.inventoryAge.WithLabelValues(c.Name()).Set(age(at))
+			m.unreadable.WithLabelValues(c.Name()).Set(float64(len(ix.Unreadable())))
 		}
 		if tc := p.topo.Cache(c.Name()); tc != nil {
 			_, at, _ := tc.Status()

@@ -113,3 +113,35 @@ func TestEvents(t *testing.T) {
 		t.Errorf("events: %q", got)
 	}
 }
+
+// registry registers m in a registry of its own (before its values are
+// set: unregistered metrics drop them).
+func registry(t *testing.T, m *provider.Metrics) metrics.KubeRegistry {
+	t.Helper()
+	reg := metrics.NewKubeRegistry()
+	for _, c := range m.Collectors() {
+		reg.MustRegister(c)
+	}
+	return reg
+}
+
+// gauge returns the value of a metric with the label vcenter=vc.
+func gauge(t *testing.T, reg metrics.KubeRegistry, name, vc string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	must(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "vcenter" && l.GetValue() == vc {
+					return mt.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("metric %s{vcenter=%q} not found", name, vc)
+	return 0
+}

@@ -44,8 +44,10 @@ type Options struct {
 	// VCenter tunes the vCenter clients; its Credentials field is set by
 	// the provider.
 	VCenter vcenter.Options
-	// InventoryMaxWait bounds each inventory long poll (default 30s, at
-	// most half the request timeout).
+	// InventoryMaxWait bounds each inventory long poll (default 15s, at
+	// most a quarter of the request timeout, at least 1s). An index with no
+	// completed round for twice this (at least this plus 5s) is stale: it
+	// cannot prove a VM absent.
 	InventoryMaxWait time.Duration
 	// AllVMDetails keeps the details (placement, addresses, hardware) of
 	// every VM, for tools that list every VM. The controller manager keeps
@@ -85,7 +87,10 @@ type Provider struct {
 // New builds a provider from a validated config. It does no I/O.
 func New(cfg *config.Config, opts Options) (*Provider, error) {
 	if opts.InventoryMaxWait <= 0 {
-		opts.InventoryMaxWait = min(30*time.Second, max(cfg.Global.RequestTimeout/2, time.Second))
+		// Short enough that an index older than twice this (the bound
+		// after which it may no longer prove absence) is noticed well
+		// before the request timeout.
+		opts.InventoryMaxWait = min(15*time.Second, max(cfg.Global.RequestTimeout/4, time.Second))
 	}
 	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), waiting: newWaiting(), drifts: newDrifts()}
 	if opts.Recorder != nil {
@@ -137,7 +142,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	}
 	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails,
 		GuestHostnames: slices.Contains(p.cfg.Nodes.LookupOrder, config.LookupGuestHostname),
-		ClusterGroups:  len(p.cfg.HostGroupZones) > 0})
+		ClusterGroups:  len(p.cfg.HostGroupZones) > 0, SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second)})
 	p.inv.Run(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc, topology.ResolverOptions{})
 	p.topo.Run(ctx)

@@ -43,6 +43,14 @@ func must(t *testing.T, err error) {
 // the given extra config.
 func stretched(t *testing.T, head string, per map[string][]string) *env {
 	t.Helper()
+	return stretchedWith(t, "", head, per, provider.Options{})
+}
+
+// stretchedWith is stretched with a global section (default: timeouts of
+// 5s and 3s) and provider options (the vCenter retry pacing is set for
+// tests).
+func stretchedWith(t *testing.T, global, head string, per map[string][]string, opts provider.Options) *env {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	t.Cleanup(cancel)
@@ -61,10 +69,14 @@ func stretched(t *testing.T, head string, per map[string][]string) *env {
 	if head == "" {
 		head = "labels:\n  zone: k8s-zone\n  region: k8s-region\n"
 	}
-	text := f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"+head, per)
+	if global == "" {
+		global = "global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"
+	}
+	text := f.Config(global+head, per)
 	cfg, _, err := config.Parse("test.yaml", []byte(text), config.Options{})
 	must(t, err)
-	p, err := provider.New(cfg, provider.Options{VCenter: vcenter.Options{RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond}})
+	opts.VCenter.RetryMin, opts.VCenter.RetryMax = 50*time.Millisecond, 200*time.Millisecond
+	p, err := provider.New(cfg, opts)
 	must(t, err)
 	must(t, p.Start(ctx, nil))
 	t.Cleanup(p.Close)

@@ -1,7 +1,6 @@
 package vcsim
 
 import (
-	"io"
 	"net"
 	"sync"
 )
@@ -18,6 +17,11 @@ const (
 	Down
 	// Hung accepts connections and never answers, like a black-holed vCenter.
 	Hung
+	// Silent keeps every open connection open and drops everything sent
+	// on it, both ways, and holds new connections like Hung: a vCenter (or
+	// a firewall in front of it) that stops answering on an established
+	// connection. Clients notice only by their own deadlines.
+	Silent
 )
 
 func (m FrontMode) String() string {
@@ -28,6 +32,8 @@ func (m FrontMode) String() string {
 		return "down"
 	case Hung:
 		return "hung"
+	case Silent:
+		return "silent"
 	}
 	return "unknown"
 }
@@ -70,7 +76,7 @@ func (f *front) serve(ln net.Listener) {
 			mode := f.mode
 			f.conns[c] = struct{}{}
 			f.mu.Unlock()
-			if mode == Hung {
+			if mode == Hung || mode == Silent {
 				continue // held open, never read: the client waits until its own deadline
 			}
 			f.wg.Add(1)
@@ -94,7 +100,18 @@ func (f *front) forward(c net.Conn) {
 	defer f.drop(up)
 	done := make(chan struct{}, 2)
 	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && f.currentMode() != Silent {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		if tc, ok := dst.(*net.TCPConn); ok {
 			_ = tc.CloseWrite()
 		}
@@ -106,6 +123,12 @@ func (f *front) forward(c net.Conn) {
 	<-done
 }
 
+func (f *front) currentMode() FrontMode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mode
+}
+
 func (f *front) drop(c net.Conn) {
 	_ = c.Close()
 	f.mu.Lock()
@@ -113,17 +136,20 @@ func (f *front) drop(c net.Conn) {
 	f.mu.Unlock()
 }
 
-// set switches the mode. Every open connection is closed on a change, so
-// clients notice at their next request.
+// set switches the mode. Every open connection is closed on a change
+// (but to Silent, which keeps them open and mute), so clients notice at
+// their next request.
 func (f *front) set(mode FrontMode) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if mode == f.mode {
 		return nil
 	}
-	for c := range f.conns {
-		_ = c.Close()
-		delete(f.conns, c)
+	if mode != Silent {
+		for c := range f.conns {
+			_ = c.Close()
+			delete(f.conns, c)
+		}
 	}
 	prev := f.mode
 	f.mode = mode

@@ -463,6 +463,16 @@ func (v *VCenter) SetUUID(vm types.ManagedObjectReference, uuid string) {
 	})
 }
 
+// SetConnectionState sets a VM's runtime.connectionState, as vCenter
+// reports it for a VM whose files or host cannot be reached
+// (inaccessible, orphaned, invalid, disconnected).
+func (v *VCenter) SetConnectionState(vm types.ManagedObjectReference, st types.VirtualMachineConnectionState) {
+	v.Model.Map().AtomicUpdate(v.Model.Service.Context, v.Model.Map().Get(vm), []types.PropertyChange{
+		{Name: "runtime.connectionState", Val: st},
+		{Name: "summary.runtime.connectionState", Val: st},
+	})
+}
+
 // Server is the address clients put in the config's server field.
 func (v *VCenter) Server() string { return v.Host }
 

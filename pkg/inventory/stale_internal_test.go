@@ -1,0 +1,110 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+// connected is a Client that is always connected and never asked.
+type connected struct{}
+
+func (connected) Name() string                                                            { return "vc" }
+func (connected) Config() config.VCenter                                                  { return config.VCenter{Name: "vc"} }
+func (connected) Health() vcenter.Health                                                  { return vcenter.Health{State: vcenter.Connected} }
+func (connected) HealthChanged() <-chan struct{}                                          { return nil }
+func (connected) Do(context.Context, func(context.Context, *vcenter.Session) error) error { return nil }
+
+// TestStaleAfter: an index is current only while its last successful
+// round is younger than StaleAfter; the next round makes it current again.
+func TestStaleAfter(t *testing.T) {
+	fc := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, Clock: fc})
+	ix.mu.Lock()
+	ix.synced = true
+	ix.currentLocked()
+	ix.mu.Unlock()
+
+	steps := []struct {
+		advance time.Duration
+		round   bool // a round completes after advancing
+		stale   bool
+	}{
+		{0, false, false},
+		{30 * time.Second, false, false}, // at the bound: still current
+		{time.Second, false, true},       // past it
+		{time.Hour, false, true},
+		{0, true, false}, // a round: current again
+		{29 * time.Second, false, false},
+	}
+	for i, s := range steps {
+		fc.SetTime(fc.Now().Add(s.advance))
+		if s.round {
+			ix.markCurrent()
+		}
+		ok, _, err := ix.Status()
+		if ok == s.stale || s.stale != errors.Is(err, ErrStale) || (err == nil) != ok {
+			t.Errorf("step %d: Status = %v, %v; want stale %v", i, ok, err, s.stale)
+		}
+		if s.stale && ix.AbsenceError() == nil {
+			t.Errorf("step %d: a stale index proves absence", i)
+		}
+	}
+}
+
+// TestUnreadableIdentities: a VM without a BIOS UUID, or whose connection
+// state says its identity may be wrong, is counted until it is readable
+// again or leaves; then the index proves absence again.
+func TestUnreadableIdentities(t *testing.T) {
+	fc := clocktesting.NewFakePassiveClock(time.Now())
+	ix := NewIndex(connected{}, Options{Clock: fc})
+	ix.mu.Lock()
+	ix.synced = true
+	ix.currentLocked()
+	ix.mu.Unlock()
+	vm := func(r string, changes ...types.PropertyChange) types.ObjectUpdate {
+		return types.ObjectUpdate{Kind: types.ObjectUpdateKindModify, Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: changes}
+	}
+	uuid := func(s string) types.PropertyChange { return types.PropertyChange{Name: "config.uuid", Val: s} }
+	state := func(s types.VirtualMachineConnectionState) types.PropertyChange {
+		return types.PropertyChange{Name: "runtime.connectionState", Val: s}
+	}
+	steps := []struct {
+		name   string
+		update types.ObjectUpdate
+		want   []string // unreadable refs
+	}{
+		{"readable", vm("vm-1", uuid("42010000-0000-4001-8000-000000000001"), state("connected")), nil},
+		{"config unset", vm("vm-2", types.PropertyChange{Name: "config.uuid"}, state("connected")), []string{"vm-2"}},
+		{"inaccessible", vm("vm-1", state("inaccessible")), []string{"vm-1", "vm-2"}},
+		{"orphaned", vm("vm-1", state("orphaned")), []string{"vm-1", "vm-2"}},
+		{"disconnected host: identity still known", vm("vm-1", state("disconnected")), []string{"vm-2"}},
+		{"UUID back", vm("vm-2", uuid("42010000-0000-4001-8000-000000000002")), nil},
+		{"invalid", vm("vm-2", state("invalid")), []string{"vm-2"}},
+		{"left", types.ObjectUpdate{Kind: types.ObjectUpdateKindLeave, Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-2"}}, nil},
+	}
+	for _, s := range steps {
+		ix.mu.Lock()
+		ix.data.applyIdentity([]types.ObjectUpdate{s.update}, false)
+		ix.mu.Unlock()
+		var got []string
+		for _, u := range ix.Unreadable() {
+			got = append(got, u.Ref)
+		}
+		if !slices.Equal(got, s.want) {
+			t.Errorf("%s: unreadable = %q, want %q", s.name, got, s.want)
+		}
+		var ue *UnreadableError
+		if err := ix.AbsenceError(); (len(s.want) > 0) != errors.As(err, &ue) {
+			t.Errorf("%s: AbsenceError = %v", s.name, err)
+		}
+	}
+}
