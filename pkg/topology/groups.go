@@ -78,6 +78,9 @@ type groupZones struct {
 	placement *Placement
 	zone      *Value // intended, else actual; nil if neither
 	region    *Value
+	// noZone is the error when neither the VM's groups nor its host give
+	// a zone: returned unless staticTopology or a tag gives one.
+	noZone error
 }
 
 // clusterOf returns the cluster the VM runs in: its host's parent, else
@@ -191,6 +194,13 @@ func resolveGroups(entries []config.HostGroupZones, ix *inventory.Index, vm inve
 	out := &groupZones{placement: p, zone: p.Intended}
 	if out.zone == nil {
 		out.zone = p.Actual
+	}
+	if out.zone == nil {
+		host := "its host"
+		if vm.Host.Value != "" {
+			host = "its host " + hostName(ix, vm)
+		}
+		out.noZone = fail("the VM is in no VM group tied by an enabled VM-host rule to a zone host group, and %s is in no zone host group (a host just added to the cluster?), and no staticTopology or zone tag category gives a zone: add the host to its site's host group, or the VM to its site's VM group; retried until then", host)
 	}
 	if entry.Region != "" {
 		out.region = &Value{entry.Region, fmt.Sprintf("region of %s for %s", entry.Describe(idx), where), SourceHostGroup}

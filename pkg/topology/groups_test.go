@@ -237,3 +237,44 @@ func TestHostGroupsOverStatic(t *testing.T) {
 		}
 	}
 }
+
+// TestHostGroupNoZone: a VM of a stretched cluster in no VM group, on a
+// host in no zone host group (a freshly added ESXi host), has no zone
+// from its entry. Without another zone source that is an error (the Node
+// stays uninitialized and is retried), never a Node without a zone; with
+// a zone tag category, the tags give it; and once the host joins a zone
+// group, it resolves.
+func TestHostGroupNoZone(t *testing.T) {
+	s, ctx := startStretched(t)
+	must(t, s.v.Relocate(ctx, s.loose.Ref, s.hosts[2])) // site b, whose host group the entry does not map
+	entry := s.hostGroupZones("  hostGroups:\n    site-a-hosts: zone-a\n")
+
+	st := start(t, ctx, s.f, "labels:\n  region: k8s-region\n"+entry, nil)
+	var ge *topology.GroupError
+	poll.True(t, "the VM on the unmapped host", func() bool {
+		_, err := st.resolve(t, ctx, s.loose)
+		return errors.As(err, &ge)
+	})
+	for _, w := range []string{"no zone host group", "no staticTopology or zone tag category", s.loose.Name, "hostGroupZones[0]"} {
+		if !strings.Contains(ge.Error(), w) {
+			t.Errorf("error %q does not mention %q", ge, w)
+		}
+	}
+	// A VM of the same cluster on a mapped host still resolves.
+	if got, err := st.resolve(t, ctx, s.vms[0]); err != nil || got.Zone == nil || got.Zone.Value != "zone-a" {
+		t.Errorf("%s on site a: %+v, %v", s.vms[0].Name, got, err)
+	}
+
+	// With a zone category, the cluster's tag gives the zone.
+	tagged := start(t, ctx, s.f, zoneAndRegion+entry, nil)
+	if got, err := tagged.resolve(t, ctx, s.loose); err != nil || got.Zone == nil || got.Zone.Value != "zone-"+s.loose.Cluster {
+		t.Errorf("with labels.zone: %+v, %v; want the cluster's tag", got, err)
+	}
+
+	// The VM moves to a host of a mapped group: resolved.
+	must(t, s.v.Relocate(ctx, s.loose.Ref, s.hosts[1]))
+	poll.True(t, "the VM on a mapped host", func() bool {
+		got, err := st.resolve(t, ctx, s.loose)
+		return err == nil && got.Zone != nil && got.Zone.Value == "zone-a"
+	})
+}

@@ -208,6 +208,11 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	}
 	if groups != nil {
 		res.Placement = groups.placement
+		if err == nil && res.Zone == nil && groups.noZone != nil {
+			// An entry applies to the VM but yields no zone, and nothing
+			// else does: no Node without the zone it was promised.
+			return res, groups.noZone
+		}
 	}
 	return res, err
 }
