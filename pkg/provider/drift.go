@@ -41,24 +41,37 @@ func (d Drift) String() string {
 	return fmt.Sprintf("node %s: %s is %q, but its VM%s now resolves to %q (%s)", d.Node, d.Label, d.Labelled, host, d.Now, d.From)
 }
 
+// topologyLabels are the zone and region labels, GA first, then the
+// deprecated beta one that the framework still sets and reconciles: its
+// node controller copies a beta label's value over the GA one, so both
+// must change together.
+var topologyLabels = [][2]string{
+	{v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
+	{v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
+}
+
 // driftOf compares the Node's topology labels with what its VM resolves
-// to now. A Node that is not initialized yet (its labels may be the
-// kubelet's, which the framework overwrites) or has no label has no
-// drift: the framework writes the labels at initialization.
+// to now: one Drift per zone and region, on the GA label, or on the beta
+// label when only that one differs. A Node that is not initialized yet
+// (its labels may be the kubelet's, which the framework overwrites) or
+// has no label has no drift: the framework writes the labels at
+// initialization.
 func driftOf(node *v1.Node, vcenter, host string, res topology.Result) []Drift {
 	if hasUninitializedTaint(node) {
 		return nil
 	}
 	var out []Drift
-	check := func(label string, v *topology.Value) {
-		old, ok := node.Labels[label]
-		if !ok || v == nil || old == v.Value {
-			return
+	for i, v := range []*topology.Value{res.Zone, res.Region} {
+		if v == nil {
+			continue
 		}
-		out = append(out, Drift{Node: node.Name, VCenter: vcenter, Label: label, Labelled: old, Now: v.Value, From: v.From, Host: host})
+		for _, label := range topologyLabels[i] {
+			if old, ok := node.Labels[label]; ok && old != v.Value {
+				out = append(out, Drift{Node: node.Name, VCenter: vcenter, Label: label, Labelled: old, Now: v.Value, From: v.From, Host: host})
+				break
+			}
+		}
 	}
-	check(v1.LabelTopologyZone, res.Zone)
-	check(v1.LabelTopologyRegion, res.Region)
 	return out
 }
 
@@ -124,7 +137,9 @@ func (d *drifts) all() []Drift {
 }
 
 // relabel sets the drifted labels of a Node to the VM's current values
-// (labels.onDrift: relabel). The framework writes topology labels only at
+// (labels.onDrift: relabel), the GA and the beta label of each together
+// (otherwise the framework's node controller copies the old beta value
+// back over the GA label). The framework writes topology labels only at
 // initialization, so nothing else would.
 func relabel(ctx context.Context, kube kubernetes.Interface, list []Drift) error {
 	if len(list) == 0 {
@@ -132,7 +147,11 @@ func relabel(ctx context.Context, kube kubernetes.Interface, list []Drift) error
 	}
 	labels := map[string]string{}
 	for _, d := range list {
-		labels[d.Label] = d.Now
+		for _, pair := range topologyLabels {
+			if slices.Contains(pair[:], d.Label) {
+				labels[pair[0]], labels[pair[1]] = d.Now, d.Now
+			}
+		}
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 	if err != nil {

@@ -24,6 +24,10 @@ func TestDriftOf(t *testing.T) {
 		{"zone moved", node(map[string]string{v1.LabelTopologyZone: "zone-a", v1.LabelTopologyRegion: "r1"}), []string{v1.LabelTopologyZone}},
 		{"both moved", node(map[string]string{v1.LabelTopologyZone: "zone-a", v1.LabelTopologyRegion: "r0"}), []string{v1.LabelTopologyZone, v1.LabelTopologyRegion}},
 		{"no labels", node(nil), nil},
+		{"GA and beta moved: one drift, on GA", node(map[string]string{v1.LabelTopologyZone: "zone-a", v1.LabelFailureDomainBetaZone: "zone-a", v1.LabelTopologyRegion: "r1"}),
+			[]string{v1.LabelTopologyZone}},
+		{"only beta differs", node(map[string]string{v1.LabelTopologyZone: "zone-b", v1.LabelFailureDomainBetaZone: "zone-a", v1.LabelTopologyRegion: "r1", v1.LabelFailureDomainBetaRegion: "r0"}),
+			[]string{v1.LabelFailureDomainBetaZone, v1.LabelFailureDomainBetaRegion}},
 		{"not initialized (kubelet's label)", node(map[string]string{v1.LabelTopologyZone: "zone-a"},
 			v1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Effect: v1.TaintEffectNoSchedule}), nil},
 	} {
@@ -32,7 +36,8 @@ func TestDriftOf(t *testing.T) {
 			var labels []string
 			for _, d := range got {
 				labels = append(labels, d.Label)
-				now := map[string]string{v1.LabelTopologyZone: "zone-b", v1.LabelTopologyRegion: "r1"}[d.Label]
+				now := map[string]string{v1.LabelTopologyZone: "zone-b", v1.LabelTopologyRegion: "r1",
+					v1.LabelFailureDomainBetaZone: "zone-b", v1.LabelFailureDomainBetaRegion: "r1"}[d.Label]
 				if d.Node != "n1" || d.VCenter != "vc-a" || d.Host != "esx1" || d.Labelled != tc.node.Labels[d.Label] || d.Now != now {
 					t.Errorf("drift %+v", d)
 				}

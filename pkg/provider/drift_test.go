@@ -81,7 +81,8 @@ func TestTopologyDrift(t *testing.T) {
 			// The Node as the framework leaves it after initialization.
 			n := node(vm)
 			n.Spec.ProviderID = "vsphere://" + vm.UUID
-			n.Labels = map[string]string{v1.LabelTopologyZone: "zone-" + vm.Cluster, v1.LabelTopologyRegion: "region-vc-a-dc-1"}
+			n.Labels = map[string]string{v1.LabelTopologyZone: "zone-" + vm.Cluster, v1.LabelTopologyRegion: "region-vc-a-dc-1",
+				v1.LabelFailureDomainBetaZone: "zone-" + vm.Cluster, v1.LabelFailureDomainBetaRegion: "region-vc-a-dc-1"}
 			kube := fake.NewClientset(n.DeepCopy())
 			must(t, p.Start(e.ctx, kube))
 			defer p.Close()
@@ -139,11 +140,25 @@ vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
 					return err == nil && gauge("0") == nil
 				})
 			case config.DriftRelabel:
-				if z := got.Labels[v1.LabelTopologyZone]; z != "zone-vc-a-dc-1-c1" {
-					t.Errorf("zone label %q, want the VM's new zone with onDrift: relabel", z)
+				for _, l := range []string{v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone} {
+					if z := got.Labels[l]; z != "zone-vc-a-dc-1-c1" {
+						t.Errorf("%s = %q, want the VM's new zone with onDrift: relabel (GA and beta together)", l, z)
+					}
+				}
+				if got.Labels[v1.LabelFailureDomainBetaRegion] != "region-vc-a-dc-1" {
+					t.Errorf("beta region %q changed", got.Labels[v1.LabelFailureDomainBetaRegion])
 				}
 				if !hasEvent(events, "Normal TopologyRelabelled", `"zone-vc-a-dc-1-c0"`, `"zone-vc-a-dc-1-c1"`) {
 					t.Errorf("no TopologyRelabelled event; events: %q", events)
+				}
+				var relabelled int
+				for _, ev := range events {
+					if strings.HasPrefix(ev, "Normal TopologyRelabelled") {
+						relabelled++
+					}
+				}
+				if relabelled != 1 {
+					t.Errorf("%d TopologyRelabelled events, want 1: %q", relabelled, events)
 				}
 				if err := gauge("0"); err != nil {
 					t.Error(err)
