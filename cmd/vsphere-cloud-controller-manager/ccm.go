@@ -37,6 +37,9 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}) (*cobra
 		return nil, nil, err
 	}
 	opts.KubeCloudShared.CloudProvider.Name = provider.Name
+	// Profiling brings /debug/flags/v, which sets the log verbosity at run
+	// time past the cap (see maxVerbosity): off here, and refused below.
+	opts.Generic.Debugging.EnableProfiling = false
 	ctrls := map[string]app.ControllerInitFuncConstructor{}
 	for _, n := range controllers {
 		ctrls[n] = app.DefaultInitFuncConstructors[n]
@@ -63,6 +66,10 @@ Operator commands:
 			return nil
 		}
 		capVerbosity(c, stderr)
+		if opts.Generic.Debugging.EnableProfiling {
+			opts.Generic.Debugging.EnableProfiling = false
+			fmt.Fprintf(stderr, "warning: --profiling=true ignored: it would serve /debug/flags/v, which raises the log verbosity at run time past %d, where client-go logs API response bodies (the credential Secret)\n", maxVerbosity)
+		}
 		cp := opts.KubeCloudShared.CloudProvider
 		if cp.Name != provider.Name {
 			return fmt.Errorf("--cloud-provider=%q: this binary provides only %q", cp.Name, provider.Name)

@@ -36,7 +36,7 @@ func TestValidateInvalid(t *testing.T) {
 		file string
 		want []string // each must appear on stderr
 	}{
-		{"../../pkg/config/testdata/invalid/misspelled.yaml", []string{"misspelled.yaml:7: vcenter[\"a\"].sever", "did you mean server?"}},
+		{"../../pkg/config/testdata/invalid/misspelled.yaml", []string{"misspelled.yaml:7: vcenter[\"a\"]: unknown key in vcenter[\"a\"] (its name is not shown", "did you mean server?"}},
 		{"../../pkg/config/testdata/invalid/bad-cidrs.yaml", []string{"bad-cidrs.yaml:8: nodes.internalNetworkSubnetCidr[0]"}},
 		{"../../pkg/config/testdata/invalid/duplicate-servers.yaml", []string{"duplicate-servers.yaml:8: vcenter[\"b\"].server", "same server and port"}},
 		{"../../pkg/config/testdata/invalid/missing-credentials.yaml", []string{"missing-credentials.yaml:2: vcenter[\"a\"]: no credentials"}},

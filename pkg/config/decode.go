@@ -127,9 +127,16 @@ func (d *decoder) unknownKey(path string, e entry, fields []schemaField) {
 	if path != "" {
 		where = "in " + path
 	}
-	if hint := suggest(d.format, e.key, fields); hint != "" {
-		// A near miss of a known key: a typo, safe and useful to show.
+	hint, echo := suggest(d.format, e.key, fields)
+	switch {
+	case echo:
+		// A known key up to case, separators or format: safe to show.
 		d.errorf(e.line, joinPath(path, e.key), "", "unknown key %q %s; %s", e.key, where, hint)
+		return
+	case hint != "":
+		// A near miss: useful to suggest, but the key itself is not shown
+		// (a secret typed as a key may be close to a known one).
+		d.errorf(e.line, path, "", "unknown key %s (its name is not shown, in case the line holds a secret); %s", where, hint)
 		return
 	}
 	// Anything else is not shown: a password pasted on its own line, or
@@ -190,11 +197,12 @@ func (d *decoder) decodeValue(path string, e entry, v reflect.Value) {
 			v.Set(reflect.MakeMap(t))
 		}
 		for _, sub := range n.entries {
-			spath := fmt.Sprintf("%s[%q]", path, sub.key)
 			if r, bad := controlRune(sub.key); bad {
-				d.errorf(sub.line, spath, "", "the name contains the control character %U; remove it", r)
+				// Neither the name nor the character is shown: code point only.
+				d.errorf(sub.line, path, "", "a name contains the control character %U; remove it", r)
 				continue
 			}
+			spath := fmt.Sprintf("%s[%q]", path, sub.key)
 			if leaf {
 				d.decodeMapValue(spath, sub, v)
 			} else {

@@ -48,3 +48,40 @@ func TestPasswordNeverPrinted(t *testing.T) {
 		})
 	}
 }
+
+// TestKeysShownOnlyWhenKnown: an unknown key is named in an error only
+// when it is a known key up to case, separators or format; a near miss
+// by edit distance (a secret typed as a key can be one) gets the
+// suggestion without the key. A control character in a name is shown as
+// a code point, never with the name.
+func TestKeysShownOnlyWhenKnown(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		shown    []string // must appear
+		hidden   []string // must not
+	}{
+		{"case and separators", "global:\n  insecure-flag: true\n", []string{`"insecure-flag"`, "did you mean insecureFlag?"}, nil},
+		{"other format", "global:\n  ca-file: /x\n", []string{`"ca-file"`, "did you mean caFile?"}, nil},
+		{"edit distance", "global:\n  passw0rdd: 1\n", []string{"did you mean password?", "not shown"}, []string{"passw0rdd"}},
+		{"edit distance, INI", "[Global]\npasswrd = 1\n", []string{"did you mean password?", "not shown"}, []string{"passwrd"}},
+		{"control character in a name, INI", "[Global]\nuser = u\npassword = p\n[VirtualCenter \"Zq9\x01x\"]\n", []string{"U+0001"}, []string{"Zq9", `\x01`, "\x01"}},
+		{"control character in a name, YAML", "vcenter:\n  \"Zq9\\u0001x\":\n    server: a\n", []string{"U+0001"}, []string{"Zq9", `\x01`, `\u0001`, "\x01"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Parse("cfg", []byte(tc.in), Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.shown {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			for _, w := range tc.hidden {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error shows %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}

@@ -8,8 +8,11 @@ import (
 // suggest returns "did you mean X?" for a misspelled key, or "" when no
 // known key is close. It recognises the other format's spelling first
 // (ca-file inside YAML, caFile inside INI), then case and separator
-// differences, then small edit distances.
-func suggest(format Format, key string, fields []schemaField) string {
+// differences, then small edit distances. echo reports whether the key
+// may be shown: only when it is a known key up to case, separators or
+// format, never for an edit-distance guess (a secret typed as a key may
+// be close to a known one).
+func suggest(format Format, key string, fields []schemaField) (hint string, echo bool) {
 	other := FormatINI
 	if format == FormatINI {
 		other = FormatYAML
@@ -19,18 +22,18 @@ func suggest(format Format, key string, fields []schemaField) string {
 			continue
 		}
 		if o := f.name(other); o != "-" && strings.EqualFold(o, key) && !strings.EqualFold(f.name(format), key) {
-			return fmt.Sprintf("did you mean %s? (%s is the %s spelling)", f.name(format), key, other)
+			return fmt.Sprintf("did you mean %s? (%s is the %s spelling)", f.name(format), key, other), true
 		}
 	}
 	norm := normalizeKey(key)
 	for _, f := range fields {
 		if n := f.name(format); n != "-" && normalizeKey(n) == norm {
-			return fmt.Sprintf("did you mean %s?", n)
+			return fmt.Sprintf("did you mean %s?", n), true
 		}
 	}
 	for _, f := range fields {
 		if f.name(format) == "-" && normalizeKey(f.yamlName) == norm {
-			return fmt.Sprintf("%s exists only in the YAML format; convert the file with `vsphere-cloud-controller-manager config convert`", f.yamlName)
+			return fmt.Sprintf("%s exists only in the YAML format; convert the file with `vsphere-cloud-controller-manager config convert`", f.yamlName), true
 		}
 	}
 	best, bestDist := "", 1<<30
@@ -44,9 +47,9 @@ func suggest(format Format, key string, fields []schemaField) string {
 		}
 	}
 	if best != "" && bestDist <= max(2, len(norm)/4) {
-		return fmt.Sprintf("did you mean %s?", best)
+		return fmt.Sprintf("did you mean %s?", best), false
 	}
-	return ""
+	return "", false
 }
 
 // normalizeKey lowercases and drops separators: caFile, ca-file, CA_FILE -> cafile.

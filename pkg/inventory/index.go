@@ -43,6 +43,7 @@ type Index struct {
 	mu        sync.RWMutex
 	data      *data
 	synced    bool          // a full read has completed once
+	fullReads uint64        // full reads completed
 	resyncing bool          // a full read is under way after a new session or a lost collector
 	syncErr   error         // the last update round failed
 	syncedAt  time.Time     // last successful update round
@@ -184,6 +185,14 @@ func (ix *Index) currentLocked() {
 func (ix *Index) notifyLocked() {
 	close(ix.syncedCh)
 	ix.syncedCh = make(chan struct{})
+}
+
+// FullReads is the number of full reads completed: one at start, one
+// after every new session or lost collector.
+func (ix *Index) FullReads() uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.fullReads
 }
 
 // Len is the number of VMs known (templates included).

@@ -284,13 +284,11 @@ func TestRecoversAfterFollowedVMDeleted(t *testing.T) {
 		_, err := e.inv.FindByUUID(e.ctx, b.VMs[0].UUID)
 		return errors.Is(err, inventory.ErrNotFound)
 	})
+	reads := ix.FullReads()
 	if _, err := b.TerminateSessions(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	poll.True(t, "a new full read begun", func() bool {
-		ok, _, _ := ix.Status()
-		return !ok
-	})
+	poll.True(t, "a new full read after the new session", func() bool { return ix.FullReads() > reads })
 	current("current again after the new session")
 
 	// Deleted while the vCenter was away: its leaving was never seen.
@@ -305,9 +303,11 @@ func TestRecoversAfterFollowedVMDeleted(t *testing.T) {
 	if _, err := b.TerminateSessions(e.ctx); err != nil {
 		t.Fatal(err)
 	}
+	reads = ix.FullReads()
 	if err := b.SetMode(vcsim.Up); err != nil {
 		t.Fatal(err)
 	}
+	poll.True(t, "a new full read after the vCenter returned", func() bool { return ix.FullReads() > reads })
 	current("current again after the vCenter returned")
 	if _, err := e.inv.FindByUUID(e.ctx, b.VMs[1].UUID); !errors.Is(err, inventory.ErrNotFound) {
 		t.Errorf("the VM deleted while away: %v, want ErrNotFound", err)

@@ -356,6 +356,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 			}
 		}
 		ix.synced = true
+		ix.fullReads++
 		ix.resyncing = false
 		ix.syncErr = nil
 		ix.syncedAt = ix.clock.Now()

@@ -44,10 +44,23 @@ const eventInterval = 10 * time.Minute
 
 // events records de-duplicated Warning events on Nodes.
 type events struct {
-	recorder record.EventRecorder
-	metrics  *Metrics // counts the events sent, if set
+	metrics *Metrics // counts the events sent, if set
+
 	mu       sync.Mutex
+	recorder record.EventRecorder // nil: no events (tools, or before Initialize)
 	last     map[string]time.Time // node/reason/message -> when sent
+}
+
+func (e *events) setRecorder(r record.EventRecorder) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.recorder = r
+}
+
+func (e *events) hasRecorder() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.recorder != nil
 }
 
 // reason classifies an error; "" means no event.
@@ -87,12 +100,17 @@ func (e *events) warn(node *v1.Node, err error, notFoundIsProblem bool) {
 // send records an event unless the same one was sent for the node within
 // eventInterval.
 func (e *events) send(node *v1.Node, eventType, reason, msg string) {
-	if e == nil || e.recorder == nil {
+	if e == nil {
 		return
 	}
 	key := node.Name + "/" + reason + "/" + msg
 	now := time.Now()
 	e.mu.Lock()
+	rec := e.recorder
+	if rec == nil {
+		e.mu.Unlock()
+		return
+	}
 	if t, ok := e.last[key]; ok && now.Sub(t) < eventInterval {
 		e.mu.Unlock()
 		return
@@ -102,7 +120,7 @@ func (e *events) send(node *v1.Node, eventType, reason, msg string) {
 	}
 	e.last[key] = now
 	e.mu.Unlock()
-	e.recorder.Event(node, eventType, reason, msg)
+	rec.Event(node, eventType, reason, msg)
 	if e.metrics != nil {
 		e.metrics.events.WithLabelValues(eventType, reason).Inc()
 	}

@@ -64,6 +64,7 @@ func (e *NotConfiguredError) Error() string {
 // never false. Every verdict is logged and counted, naming the vCenters
 // consulted.
 func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	p.opts.Metrics.call("InstanceExists")
 	_, err := p.FindVM(ctx, node)
 	if err == nil {
 		return true, nil

@@ -24,6 +24,7 @@ type Metrics struct {
 	unreadable   *metrics.GaugeVec
 	tagAge       *metrics.GaugeVec
 	lookups      *metrics.CounterVec
+	calls        *metrics.CounterVec
 	verdicts     *metrics.CounterVec
 	vcDownFor    *metrics.GaugeVec
 	drifted      *metrics.GaugeVec
@@ -60,6 +61,9 @@ func NewMetrics() *Metrics {
 			Help: "Seconds since the tag cache of each vCenter was last refreshed (-1: never).", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		lookups: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_lookups_total",
 			Help: "Node to VM lookups by result (found, not_found, ambiguous, error).", StabilityLevel: metrics.ALPHA}, []string{"result"}),
+		calls: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "instance_calls_total",
+			Help:           "Calls of the framework's controllers into the provider, by method (InstanceMetadata: node initialization and status passes; InstanceExists, InstanceShutdown: node lifecycle).",
+			StabilityLevel: metrics.ALPHA}, []string{"method"}),
 		verdicts: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "vm_absence_verdicts_total",
 			Help:           "InstanceExists verdicts on VMs not found: gone (the Node is deleted), kept_by_policy (nodes.deletion: never), unproven (kept, error).",
 			StabilityLevel: metrics.ALPHA}, []string{"verdict"}),
@@ -77,7 +81,7 @@ func NewMetrics() *Metrics {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.verdicts, m.vcDownFor, m.drifted, m.events}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.drifted, m.events}
 }
 
 // Request implements vcenter.Observer.
@@ -96,6 +100,13 @@ func (m *Metrics) Login(vc string, err error) {
 		result = "error"
 	}
 	m.logins.WithLabelValues(vc, result).Inc()
+}
+
+// call counts a call of the framework into the provider (nil-safe).
+func (m *Metrics) call(method string) {
+	if m != nil {
+		m.calls.WithLabelValues(method).Inc()
+	}
 }
 
 func (m *Metrics) lookup(err error) {

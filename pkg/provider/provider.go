@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -76,9 +77,8 @@ type Provider struct {
 	drifts  *drifts  // initialized Nodes whose labels no longer match their VM
 	kube    kubernetes.Interface
 
-	startOnce sync.Once
-	started   chan struct{}
-	startErr  error
+	startMu   sync.Mutex    // serializes Start and Close
+	started   chan struct{} // closed once Start has succeeded: the fields above are set
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // the provider's own loops
 	startedAt time.Time
@@ -92,25 +92,30 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 		// before the request timeout.
 		opts.InventoryMaxWait = min(15*time.Second, max(cfg.Global.RequestTimeout/4, time.Second))
 	}
-	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), waiting: newWaiting(), drifts: newDrifts()}
-	if opts.Recorder != nil {
-		p.events = &events{recorder: opts.Recorder, metrics: opts.Metrics}
-	}
+	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), waiting: newWaiting(), drifts: newDrifts(),
+		events: &events{recorder: opts.Recorder, metrics: opts.Metrics}}
 	return p, nil
 }
 
 // Start starts, for every vCenter on its own, the credential watch, the
 // connection, the inventory and the tag cache, and returns at once: it
 // waits for no vCenter. kube reads Secrets (nil when none is configured)
-// and touches Nodes that wait for a vCenter (see waiting). Start is
-// idempotent; it fails only when Secrets are configured without a client.
+// and touches Nodes that wait for a vCenter (see waiting). It fails only
+// when Secrets are configured without a client; it may then be called
+// again. Once it has succeeded, it does nothing.
 func (p *Provider) Start(ctx context.Context, kube kubernetes.Interface) error {
-	p.startOnce.Do(func() {
-		defer close(p.started)
-		p.startErr = p.start(ctx, kube)
-	})
-	<-p.started
-	return p.startErr
+	p.startMu.Lock()
+	defer p.startMu.Unlock()
+	if p.ready() {
+		return nil
+	}
+	if err := p.start(ctx, kube); err != nil {
+		p.stop()
+		p.pool, p.inv, p.topo, p.creds, p.cancel = nil, nil, nil, nil, nil
+		return err
+	}
+	close(p.started)
+	return nil
 }
 
 func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
@@ -224,6 +229,12 @@ func (p *Provider) WaitForUsable(ctx context.Context) {
 // Close stops the background work, waits for it, and logs out of every
 // vCenter.
 func (p *Provider) Close() {
+	p.startMu.Lock()
+	defer p.startMu.Unlock()
+	p.stop()
+}
+
+func (p *Provider) stop() {
 	if p.cancel != nil {
 		p.cancel()
 	}
@@ -254,7 +265,16 @@ func (p *Provider) Topology() *topology.Resolver { return p.topo }
 // Config returns the config the provider was built from.
 func (p *Provider) Config() *config.Config { return p.cfg }
 
-func (p *Provider) ready() bool { return p.pool != nil && p.inv != nil && p.topo != nil }
+// ready reports whether Start has succeeded; from then on pool, inv, topo
+// and creds are set and never change.
+func (p *Provider) ready() bool {
+	select {
+	case <-p.started:
+		return true
+	default:
+		return false
+	}
+}
 
 func (p *Provider) notReady() error {
 	return errors.New("the vSphere provider is not started yet (vCenter connections being set up)")
@@ -262,25 +282,42 @@ func (p *Provider) notReady() error {
 
 func (p *Provider) providerID(vm inventory.VM) string { return ProviderIDPrefix + vm.UUID }
 
-// Initialize is called by the framework before the controllers start.
+// startRetry paces new attempts of a failed start: 1s doubling to 1m.
+func startRetry() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
+}
+
+// Initialize is called by the framework before the controllers start. It
+// starts the provider; if that fails (no Kubernetes client yet), it logs
+// the error and retries in the background until stop, lookups failing
+// with "not started" meanwhile.
 func (p *Provider) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-stop
 		cancel()
 	}()
-	kube, err := clientBuilder.Client("vsphere-cloud-controller-manager")
-	if err != nil {
-		klog.ErrorS(err, "No Kubernetes client for the credential manager")
-	} else if p.events == nil {
-		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-		p.events = &events{recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-cloud-controller-manager"}),
-			metrics: p.opts.Metrics}
+	attempt := func(ctx context.Context) (bool, error) {
+		kube, err := clientBuilder.Client("vsphere-cloud-controller-manager")
+		if err != nil {
+			klog.ErrorS(err, "No Kubernetes client for the vSphere provider; retrying")
+			return false, nil
+		}
+		if p.opts.Recorder == nil && !p.events.hasRecorder() {
+			broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+			p.events.setRecorder(broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-cloud-controller-manager"}))
+		}
+		if err := p.Start(ctx, kube); err != nil {
+			klog.ErrorS(err, "vSphere provider failed to start; retrying")
+			return false, nil
+		}
+		return true, nil
 	}
-	if err := p.Start(ctx, kube); err != nil {
-		klog.ErrorS(err, "vSphere provider failed to start")
+	if ok, _ := attempt(ctx); ok {
+		return
 	}
+	go func() { _ = wait.ExponentialBackoffWithContext(ctx, startRetry(), attempt) }()
 }
 
 // ProviderName returns "vsphere".
@@ -380,6 +417,7 @@ func (e *nodeNotFound) Is(target error) bool { return target == inventory.ErrNot
 
 // InstanceShutdown is true for a VM that is powered off or suspended.
 func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	p.opts.Metrics.call("InstanceShutdown")
 	vm, err := p.FindVM(ctx, node)
 	if err != nil {
 		return false, err
@@ -390,6 +428,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, e
 // InstanceMetadata returns the providerID, instance type, addresses, zone,
 // region and labels of the node's VM.
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	p.opts.Metrics.call("InstanceMetadata")
 	md, err := p.instanceMetadata(ctx, node)
 	p.events.warn(node, err, true)
 	p.waiting.note(node.Name, err)

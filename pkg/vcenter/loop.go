@@ -32,6 +32,7 @@ func (c *Client) run(ctx context.Context) {
 	bo := c.backoff()
 	changed := c.opts.Credentials.Changed()
 	wait := time.Duration(0)
+	reported := false // a failure before the first success was logged at error level
 	for {
 		if wait > 0 {
 			t := c.opts.Clock.NewTimer(wait)
@@ -59,10 +60,20 @@ func (c *Client) run(ctx context.Context) {
 		case err == nil:
 			bo = c.backoff()
 			wait = c.opts.KeepAlive
+			reported = true
 		case errors.As(err, &rej):
 			wait = max(rej.RetryAt.Sub(c.opts.Clock.Now()), c.opts.RetryMin)
+			reported = true // logged at error level by login
 		default:
 			wait = bo.Step()
+			if !reported {
+				// Start-up failures (unreachable, a bad caFile, no
+				// credentials yet) change no state, so nothing else says
+				// them at -v=0: once, then at -v=1 on every retry.
+				reported = true
+				c.log.Error(err, "vCenter not usable at start; retrying in the background (the other vCenters are not affected)", "retryIn", wait)
+				continue
+			}
 			c.log.V(1).Info("vCenter not usable; will retry", "retryIn", wait, "err", err)
 		}
 	}

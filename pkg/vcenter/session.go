@@ -117,6 +117,18 @@ func (c *Client) login(ctx context.Context) error {
 		c.fail(err)
 		return c.Unavailable()
 	}
+	// The credentials may have been withdrawn or replaced while the login
+	// was in flight: such a session must not be used, nor left open.
+	if now, nowSource, err := c.opts.Credentials.Get(c.vc); err != nil || now.Username != creds.Username || nowSource != source {
+		c.logout(s)
+		if err == nil {
+			err = errors.New("the credentials changed while logging in; logging in again with the new ones")
+			c.poke()
+		}
+		c.fail(err)
+		c.log.Info("Credentials withdrawn or replaced during the login; the new session was logged out", "err", err)
+		return c.Unavailable()
+	}
 	c.mu.Lock()
 	old := c.sess
 	c.sess = s

@@ -1,8 +1,11 @@
 package vcenter_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -205,3 +210,80 @@ func TestCredentialsWithdrawn(t *testing.T) {
 	}
 	poll.True(t, "one session", func() bool { n, _ := sessionsOf(ctx, t, a); return n == 1 })
 }
+
+// TestStartFailureLoggedOnce: a vCenter that cannot be used at start (here
+// a caFile that does not exist yet) is logged once at error level, at the
+// default verbosity, however many times it is retried.
+func TestStartFailureLoggedOnce(t *testing.T) {
+	f := startFleet(t)
+	missing := filepath.Join(t.TempDir(), "ca.pem")
+	a := f.VCenter("vc-a")
+	cfg := parseConfig(t, f, nil, map[string]vcConfig{"vc-a": {extra: []string{"caFile: " + missing, "user: " + a.User, "password: " + a.Password}}})
+	clk := clocktesting.NewFakeClock(time.Now())
+	var logs syncBuffer
+	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
+	defer cancel()
+	ctx = klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(0), textlogger.Output(&logs))))
+	startPool(t, ctx, cfg, vcenter.Options{Clock: clk})
+	for range 3 { // three retries of vc-a (the others keep their sessions)
+		stepWhenWaiting(t, clk, 3, 10*time.Second)
+	}
+	stepWhenWaiting(t, clk, 3, 0)
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.HasPrefix(l, "E") && strings.Contains(l, `vcenter="vc-a"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "not usable at start") || !strings.Contains(lines[0], "caFile") {
+		t.Errorf("error lines about vc-a at -v=0: %q, want exactly one naming the caFile problem\nall logs:\n%s", lines, logs.String())
+	}
+}
+
+// TestRevokedDuringLogin: credentials withdrawn while a login with them is
+// in flight: the session that login opens is logged out, never used.
+func TestRevokedDuringLogin(t *testing.T) {
+	f := startFleet(t)
+	a := f.VCenter("vc-a")
+	cfg := parseConfig(t, f, nil, nil)
+	src := &mutableCreds{byName: map[string]secret.Credentials{}, source: "Secret kube-system/a", changed: make(chan struct{})}
+	inLogin, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hold := func(vc string, rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if vc == "vc-a" && r.Body != nil && strings.HasSuffix(r.URL.Path, "/sdk") {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if bytes.Contains(body, []byte("<Login")) {
+					res, err := rt.RoundTrip(r) // the session exists on the vCenter from here
+					once.Do(func() { close(inLogin); <-release })
+					return res, err
+				}
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
+	defer cancel()
+	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: src, KeepAlive: time.Hour, WrapTransport: hold})
+	ca, _ := p.Client("vc-a")
+	good := secret.Credentials{Username: a.User, Password: secret.New(a.Password)}
+	src.set("vc-a", &good, "Secret kube-system/a")
+	<-inLogin
+	src.set("vc-a", nil, "") // revoked while the login is in flight
+	close(release)
+	poll.True(t, "the session opened in flight logged out", func() bool { n, _ := sessionsOf(ctx, t, a); return n == 0 })
+	if h := ca.Health(); h.State != vcenter.Down {
+		t.Errorf("vc-a is %v after its credentials were revoked, want down", h.State)
+	}
+	if err := ca.Do(ctx, soapOnly); !errors.Is(err, vcenter.ErrUnavailable) {
+		t.Errorf("a call after revocation: %v, want ErrUnavailable", err)
+	}
+	if n := ca.Logins(); n != 0 {
+		t.Errorf("%d sessions installed, want 0: the session of revoked credentials was made available to callers", n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

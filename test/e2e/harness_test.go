@@ -91,6 +91,8 @@ type harness struct {
 	ccms          int // CCM processes started so far
 	// configTail is appended to the cloud config (top-level sections).
 	configTail string
+	// labelsTail is appended to its labels section (indented keys).
+	labelsTail string
 }
 
 // defaultFleet: vc-a has two zones (clusters) in region dc-1; vc-b and
@@ -163,7 +165,7 @@ func (h *harness) writeConfig(per map[string][]string) {
 	for vc, l := range per {
 		lines[vc] = append(lines[vc], l...)
 	}
-	text := h.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n", lines) + h.configTail
+	text := h.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n"+h.labelsTail, lines) + h.configTail
 	text = strings.Replace(text, "    user: "+a.User+"\n    password: "+a.Password+"\n", "", 1)
 	h.cfgPath = filepath.Join(h.work, "vsphere.yaml")
 	must(h.t, os.WriteFile(h.cfgPath, []byte(text), 0o600))

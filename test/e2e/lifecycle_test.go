@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +21,28 @@ import (
 
 // TestNodesInitialized: every Node (half of them reporting the byte-swapped
 // SMBIOS UUID) gets providerID, addresses, instance type, zone and region
-// from its vCenter, at the highest verbosity without a password in the log.
+// from its vCenter, at the highest verbosity without a password in the log;
+// the verbosity cannot be raised at run time (no /debug/flags/v, even when
+// profiling is asked for and the path is allowed to anyone).
 func TestNodesInitialized(t *testing.T) {
 	h := setup(t)
-	c := h.startCCM("--v=10")
+	c := h.startCCM("--v=10", "--profiling=true", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/flags/v")
 	h.registerAll(t)
 	h.waitInitialized(t, h.fleet.VMs()...)
-	if !strings.Contains(c.logText(), "-v=10 lowered to 7") {
+	log := c.logText()
+	if !strings.Contains(log, "-v=10 lowered to 7") {
 		t.Errorf("no warning about the verbosity cap in the CCM log")
+	}
+	if !strings.Contains(log, "--profiling=true ignored") {
+		t.Errorf("no warning about --profiling in the CCM log")
+	}
+	req, err := http.NewRequestWithContext(h.ctx, http.MethodPut, c.serving+"/debug/flags/v", strings.NewReader("10"))
+	must(t, err)
+	res, err := insecureHTTP.Do(req)
+	must(t, err)
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Errorf("PUT /debug/flags/v: %s, want 404 Not Found", res.Status)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
@@ -142,5 +144,76 @@ func TestStretchedClusterHostGroups(t *testing.T) {
 		if pl.VM == other.Name && (pl.CSI == nil || len(pl.CSI.Differences) != 0) {
 			t.Errorf("%s (cluster tags): CSI view %+v, want no difference", pl.VM, pl.CSI)
 		}
+	}
+}
+
+// TestRelabelSticks: with labels.onDrift: relabel, a Node whose VM's
+// intended zone changed is relabelled, GA and beta labels together, with
+// one event; the framework's node controller (which copies a beta label
+// over its GA one) then leaves the labels alone over three status passes.
+func TestRelabelSticks(t *testing.T) {
+	h, s := setupStretched(t)
+	h.labelsTail = "  onDrift: relabel\n"
+	h.writeConfig(nil)
+	a := h.fleet.VCenter("vc-a")
+	c := h.startCCM("--node-status-update-frequency=2s")
+	h.registerAll(t)
+	h.waitLabels(t, s.inB, "zone-b", "stretched")
+	nodes := len(h.fleet.VMs())
+
+	// Site b's VM is moved to site a's VM group: its intended zone is zone-a.
+	must(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
+		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-a-vms"}, Vm: []types.ManagedObjectReference{s.inA.Ref, s.inB.Ref}},
+		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-b-vms"}},
+	}, nil))
+	poll.NoError(t, "GA and beta zone relabelled", 60*time.Second, func() error {
+		n, err := h.node(s.inB.Name)
+		if err != nil {
+			return err
+		}
+		if n.Labels[zoneLabel] != "zone-a" || n.Labels[v1.LabelFailureDomainBetaZone] != "zone-a" {
+			return fmt.Errorf("zone %q, beta zone %q", n.Labels[zoneLabel], n.Labels[v1.LabelFailureDomainBetaZone])
+		}
+		return nil
+	})
+	n, err := h.node(s.inB.Name)
+	must(t, err)
+	// Every change of the Node from here on.
+	w, err := h.kube.CoreV1().Nodes().Watch(h.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + n.Name, ResourceVersion: n.ResourceVersion})
+	must(t, err)
+	defer w.Stop()
+
+	// Three status passes: every Node's metadata asked three more times.
+	calls := `vsphere_ccm_instance_calls_total{method="InstanceMetadata"}`
+	base := c.metric(t, calls)
+	poll.True(t, "three node status passes", func() bool { return c.metric(t, calls) >= base+float64(3*nodes) })
+
+	n, err = h.node(s.inB.Name)
+	must(t, err)
+	for _, l := range []string{zoneLabel, v1.LabelFailureDomainBetaZone} {
+		if n.Labels[l] != "zone-a" {
+			t.Errorf("after three status passes %s = %q, want zone-a (the labels flapped)", l, n.Labels[l])
+		}
+	}
+	for done := false; !done; {
+		select {
+		case ev := <-w.ResultChan():
+			if m, ok := ev.Object.(*v1.Node); ok && (m.Labels[zoneLabel] != "zone-a" || m.Labels[v1.LabelFailureDomainBetaZone] != "zone-a") {
+				t.Errorf("after the relabel the Node's zone labels changed: %s %q, beta %q", ev.Type, m.Labels[zoneLabel], m.Labels[v1.LabelFailureDomainBetaZone])
+			}
+		default:
+			done = true
+		}
+	}
+	evs, err := h.events(s.inB.Name)
+	must(t, err)
+	var relabelled []v1.Event
+	for _, ev := range evs {
+		if ev.Reason == provider.ReasonTopologyRelabelled {
+			relabelled = append(relabelled, ev)
+		}
+	}
+	if len(relabelled) != 1 || relabelled[0].Count > 1 || !strings.Contains(relabelled[0].Message, `"zone-b" to "zone-a"`) {
+		t.Errorf("TopologyRelabelled events: %+v, want one, once, from zone-b to zone-a", relabelled)
 	}
 }
