@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -59,9 +60,8 @@ func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]r
 			fleet.Close()
 			return nil, err
 		}
-		p, err := startCCM(e.cp, e.ccm, cfgPath, filepath.Join(e.work, fmt.Sprintf("bigvc-%d.log", len(all))), map[string]string{
-			"--v": "2", "--concurrent-node-syncs": "8", "--kube-api-qps": "200", "--kube-api-burst": "400",
-			"--authorization-always-allow-paths": "/healthz,/readyz,/livez,/metrics,/debug/pprof/*"})
+		p, err := ccmproc.Start(e.cp, e.ccm, cfgPath, filepath.Join(e.work, fmt.Sprintf("bigvc-%d.log", len(all))), map[string]string{
+			"--v": "2", "--concurrent-node-syncs": "8", "--kube-api-qps": "200", "--kube-api-burst": "400"})
 		if err != nil {
 			fleet.Close()
 			return nil, err
@@ -71,20 +71,16 @@ func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]r
 		if err == nil {
 			r.initTime = quantile(times, 1)
 			// Memory after the sync and a tag refresh, not only at its peak.
-			err = p.waitStarted(ctx, 1, 5*time.Minute)
-			r.peakRSSKB = p.peakRSS()
-			prof := filepath.Join(e.work, fmt.Sprintf("bigvc-%d.heap.pprof", len(all)))
-			if perr := p.saveProfile("heap", prof); perr == nil {
-				fmt.Printf("%d VMs: heap profile in %s (go tool pprof -sample_index=inuse_space %s)\n", len(all), prof, prof)
-			}
+			err = p.WaitStarted(ctx, 1, 5*time.Minute)
+			r.peakRSSKB = p.PeakRSS()
 			fmt.Printf("%d VMs: now RssAnon %.1f MB, RssFile %.1f MB (binary and libraries); Go heap in use %.1f MB, next GC at %.1f MB\n",
-				len(all), float64(p.status("RssAnon"))/1024, float64(p.status("RssFile"))/1024,
-				p.gauge("go_memstats_heap_inuse_bytes")/(1<<20), p.gauge("go_memstats_next_gc_bytes")/(1<<20))
+				len(all), float64(p.Status("RssAnon"))/1024, float64(p.Status("RssFile"))/1024,
+				p.Gauge("go_memstats_heap_inuse_bytes")/(1<<20), p.Gauge("go_memstats_next_gc_bytes")/(1<<20))
 		}
-		p.stop()
+		p.Stop()
 		fleet.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%d VMs: %w (log %s)", len(all), err, p.log.Name())
+			return nil, fmt.Errorf("%d VMs: %w (log %s)", len(all), err, p.LogPath())
 		}
 		r.vms = len(all)
 		fmt.Printf("%d VMs: %d Nodes initialized %s after the CCM started (the read alone takes >= %.1f s; requestTimeout %v); peak RSS %.1f MB\n",

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -30,13 +31,13 @@ func failover(ctx context.Context, e env) ([]report, error) {
 		later = append(later, v.VMs[5:]...)
 	}
 	le := map[string]string{"--v": "2", "--leader-elect": "true", "--leader-elect-lease-duration": leaseDuration.String()}
-	var replicas []*ccmProcess
+	var replicas []*ccmproc.Process
 	for i := range 2 {
-		p, err := startCCM(e.cp, e.ccm, cfgPath, filepath.Join(e.work, fmt.Sprintf("failover-%d.log", i)), le)
+		p, err := ccmproc.Start(e.cp, e.ccm, cfgPath, filepath.Join(e.work, fmt.Sprintf("failover-%d.log", i)), le)
 		if err != nil {
 			return nil, err
 		}
-		defer p.stop()
+		defer p.Stop()
 		replicas = append(replicas, p)
 	}
 	if err := registerAll(ctx, e.kube, first); err != nil {
@@ -45,9 +46,9 @@ func failover(ctx context.Context, e env) ([]report, error) {
 	if _, err := initTimes(ctx, e.kube, first, time.Now(), 2*time.Minute); err != nil {
 		return nil, err
 	}
-	var leader *ccmProcess
+	var leader *ccmproc.Process
 	for _, p := range replicas {
-		if p.logContains(leaseAcquired) {
+		if p.LogContains(leaseAcquired) {
 			leader = p
 		}
 	}
@@ -65,7 +66,7 @@ func failover(ctx context.Context, e env) ([]report, error) {
 	fmt.Printf("leader %s; SOAP sessions of the CCM per vCenter (both replicas running):%s\n", leader, sessions)
 
 	killed := time.Now()
-	leader.kill()
+	leader.Kill()
 	if err := registerAll(ctx, e.kube, later); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 )
 
 // initialized is the benchmarks' test for an initialized Node.
+var errTimeout = errors.New("timed out")
+
 func initialized(n *v1.Node) bool {
 	return n.Spec.ProviderID != "" && n.Labels["topology.kubernetes.io/zone"] != ""
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -110,25 +111,25 @@ func measureScale(ctx context.Context, e env, vms []vcsim.VM, binary, configArg 
 	var r scaleResult
 	// Both CCMs: enough workers and API budget that the provider, not
 	// client-side throttling, decides the time.
-	p, err := startCCM(e.cp, binary, configArg, filepath.Join(e.work, filepath.Base(binary)+".log"), map[string]string{
+	p, err := ccmproc.Start(e.cp, binary, configArg, filepath.Join(e.work, filepath.Base(binary)+".log"), map[string]string{
 		"--node-status-update-frequency": statusInterval.String(), "--v": "1", "--concurrent-node-syncs": "8",
 		"--kube-api-qps": "200", "--kube-api-burst": "400",
 	})
 	if err != nil {
 		return r, err
 	}
-	defer p.stop()
-	if err := p.waitHealthy(ctx); err != nil {
+	defer p.Stop()
+	if err := p.WaitHealthy(ctx); err != nil {
 		return r, err
 	}
-	var before counts
+	var before ccmproc.Counts
 	if scrape {
 		// The baseline is taken once the provider has logged in, synced its
 		// inventories and filled its tag caches: what follows is per node.
-		if err := p.waitStarted(ctx, 3, 5*time.Minute); err != nil {
+		if err := p.WaitStarted(ctx, 3, 5*time.Minute); err != nil {
 			return r, err
 		}
-		if before, err = p.scrapeCounts(); err != nil {
+		if before, err = p.ScrapeCounts(); err != nil {
 			return r, err
 		}
 	}
@@ -143,23 +144,23 @@ func measureScale(ctx context.Context, e env, vms []vcsim.VM, binary, configArg 
 	r.initTime = time.Since(start)
 	fmt.Printf("%s: all initialized in %v\n", filepath.Base(binary), r.initTime.Round(time.Millisecond))
 	if scrape {
-		after, err := p.scrapeCounts()
+		after, err := p.ScrapeCounts()
 		if err != nil {
 			return r, err
 		}
 		nn := float64(len(vms))
-		r.initRequests = [2]float64{(after.soap - before.soap) / nn, (after.rest - before.rest) / nn}
+		r.initRequests = [2]float64{(after.SOAP - before.SOAP) / nn, (after.REST - before.REST) / nn}
 		// Two full status passes, to average the long polls and refreshes in between.
 		window := 2 * statusInterval
 		fmt.Printf("%s: measuring %v of status passes ...\n", filepath.Base(binary), window)
 		time.Sleep(window)
-		later, err := p.scrapeCounts()
+		later, err := p.ScrapeCounts()
 		if err != nil {
 			return r, err
 		}
-		r.passRequests = [2]float64{(later.soap - after.soap) / nn / 2, (later.rest - after.rest) / nn / 2}
-		r.restLogins = later.restLogins - before.restLogins
+		r.passRequests = [2]float64{(later.SOAP - after.SOAP) / nn / 2, (later.REST - after.REST) / nn / 2}
+		r.restLogins = later.RESTLogins - before.RESTLogins
 	}
-	r.peakRSSKB = p.peakRSS()
+	r.peakRSSKB = p.PeakRSS()
 	return r, nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -37,11 +38,11 @@ func site(ctx context.Context, e env) ([]report, error) {
 			return 0, 0, err
 		}
 		defer func() { _ = deleteNodes(ctx, e.kube) }()
-		p, err := startCCM(e.cp, e.ccm, cfgPath, filepath.Join(e.work, "site-"+mode.String()+".log"), map[string]string{"--v": "2"})
+		p, err := ccmproc.Start(e.cp, e.ccm, cfgPath, filepath.Join(e.work, "site-"+mode.String()+".log"), map[string]string{"--v": "2"})
 		if err != nil {
 			return 0, 0, err
 		}
-		defer p.stop()
+		defer p.Stop()
 		start := time.Now()
 		times, err := initTimes(ctx, e.kube, healthy, start, 5*time.Minute)
 		if err != nil {

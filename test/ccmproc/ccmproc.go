@@ -1,10 +1,12 @@
-package main
+// Package ccmproc runs the CCM binary as a process against a test control
+// plane, as a Deployment would run it, for the benchmarks and the soak:
+// start, stop (SIGTERM), kill (SIGKILL), health, metrics and memory.
+package ccmproc
 
 import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,18 +22,17 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
 )
 
-// ccmProcess is one CCM binary running against the benchmark's control
-// plane.
-type ccmProcess struct {
+// Process is one CCM binary running against a test control plane.
+type Process struct {
 	cmd     *exec.Cmd
 	log     *os.File
 	serving string // https://127.0.0.1:<port>, for /healthz and /metrics
 }
 
-// startCCM runs binary with the control plane's CCM flags, configArg as
+// Start runs binary with the control plane's CCM flags, configArg as
 // the cloud config (a path, or a whole flag for the zero-cost CCM), and
 // set overriding or adding flags ("--v": "1").
-func startCCM(cp *controlplane.ControlPlane, binary, configArg, logPath string, set map[string]string) (*ccmProcess, error) {
+func Start(cp *controlplane.ControlPlane, binary, configArg, logPath string, set map[string]string) (*Process, error) {
 	args, err := cp.CCMArgs("")
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func startCCM(cp *controlplane.ControlPlane, binary, configArg, logPath string, 
 			args = append(args, name+"="+v)
 		}
 	}
-	p := &ccmProcess{}
+	p := &Process{}
 	for _, a := range args {
 		if port, ok := strings.CutPrefix(a, "--secure-port="); ok {
 			p.serving = "https://127.0.0.1:" + port
@@ -73,9 +74,9 @@ func startCCM(cp *controlplane.ControlPlane, binary, configArg, logPath string, 
 	return p, nil
 }
 
-// stop ends the process with SIGTERM and waits for it (once; a killed
+// Stop ends the process with SIGTERM and waits for it (once; a killed
 // process is not stopped again).
-func (p *ccmProcess) stop() {
+func (p *Process) Stop() {
 	if p.cmd.ProcessState == nil {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		_ = p.cmd.Wait()
@@ -83,18 +84,18 @@ func (p *ccmProcess) stop() {
 	p.log.Close()
 }
 
-// kill ends the process with SIGKILL, as a node failure would.
-func (p *ccmProcess) kill() {
+// Kill ends the process with SIGKILL, as a node failure would.
+func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	_ = p.cmd.Wait()
 }
 
-// peakRSS is the process's peak resident set size (VmHWM) in KB.
-func (p *ccmProcess) peakRSS() int64 { return p.status("VmHWM") }
+// PeakRSS is the process's peak resident set size (VmHWM) in KB.
+func (p *Process) PeakRSS() int64 { return p.Status("VmHWM") }
 
-// status reads one KB field of /proc/<pid>/status (VmHWM, RssAnon,
+// Status reads one KB field of /proc/<pid>/status (VmHWM, RssAnon,
 // RssFile); 0 if unknown.
-func (p *ccmProcess) status(field string) int64 {
+func (p *Process) Status(field string) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0
@@ -110,17 +111,27 @@ func (p *ccmProcess) status(field string) int64 {
 	return 0
 }
 
-// logContains reports whether the process's log has s.
-func (p *ccmProcess) logContains(s string) bool {
+// LogContains reports whether the process's log has s.
+func (p *Process) LogContains(s string) bool {
 	b, _ := os.ReadFile(p.log.Name())
 	return strings.Contains(string(b), s)
 }
 
-func (p *ccmProcess) String() string { return filepath.Base(p.log.Name()) }
+func (p *Process) String() string { return filepath.Base(p.log.Name()) }
+
+// LogPath is the file the process logs to.
+func (p *Process) LogPath() string { return p.log.Name() }
+
+// Serving is the base URL of its secure serving (health, metrics).
+func (p *Process) Serving() string { return p.serving }
+
+// Exited reports whether the process has ended (stopped or killed).
+func (p *Process) Exited() bool { return p.cmd.ProcessState != nil }
 
 var insecure = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the benchmark CCM's self-signed serving certificate
 
-func (p *ccmProcess) waitHealthy(ctx context.Context) error {
+// WaitHealthy waits until /healthz answers ok (at most 2 minutes).
+func (p *Process) WaitHealthy(ctx context.Context) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		res, err := insecure.Get(p.serving + "/healthz")
@@ -141,9 +152,9 @@ func (p *ccmProcess) waitHealthy(ctx context.Context) error {
 	}
 }
 
-// waitStarted waits until /metrics shows each of vcenters vCenters up, its
+// WaitStarted waits until /metrics shows each of vcenters vCenters up, its
 // inventory filled and its tag cache refreshed.
-func (p *ccmProcess) waitStarted(ctx context.Context, vcenters int, timeout time.Duration) error {
+func (p *Process) WaitStarted(ctx context.Context, vcenters int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		res, err := insecure.Get(p.serving + "/metrics")
@@ -173,8 +184,8 @@ func (p *ccmProcess) waitStarted(ctx context.Context, vcenters int, timeout time
 	}
 }
 
-// gauge reads one unlabelled series from /metrics (0 if absent).
-func (p *ccmProcess) gauge(name string) float64 {
+// Gauge reads one unlabelled series from /metrics (0 if absent).
+func (p *Process) Gauge(name string) float64 {
 	res, err := insecure.Get(p.serving + "/metrics")
 	if err != nil {
 		return 0
@@ -190,29 +201,12 @@ func (p *ccmProcess) gauge(name string) float64 {
 	return 0
 }
 
-// saveProfile writes /debug/pprof/<name> to path (the CCM must allow the
-// path without authorization).
-func (p *ccmProcess) saveProfile(name, path string) error {
-	res, err := insecure.Get(p.serving + "/debug/pprof/" + name)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /debug/pprof/%s: %s", name, res.Status)
-	}
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o600)
-}
+// Counts are vSphere requests by API.
+type Counts struct{ SOAP, REST, RESTLogins float64 }
 
-type counts struct{ soap, rest, restLogins float64 }
-
-// scrapeCounts sums vsphere_ccm_vcenter_requests_total by API from /metrics.
-func (p *ccmProcess) scrapeCounts() (counts, error) {
-	var c counts
+// ScrapeCounts sums vsphere_ccm_vcenter_requests_total by API from /metrics.
+func (p *Process) ScrapeCounts() (Counts, error) {
+	var c Counts
 	res, err := insecure.Get(p.serving + "/metrics")
 	if err != nil {
 		return c, err
@@ -232,15 +226,13 @@ func (p *ccmProcess) scrapeCounts() (counts, error) {
 		}
 		switch {
 		case strings.Contains(line, `api="soap"`):
-			c.soap += v
+			c.SOAP += v
 		case strings.Contains(line, `api="rest"`):
-			c.rest += v
+			c.REST += v
 			if strings.Contains(line, `method="session:post"`) {
-				c.restLogins += v
+				c.RESTLogins += v
 			}
 		}
 	}
 	return c, sc.Err()
 }
-
-var errTimeout = errors.New("timed out")
