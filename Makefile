@@ -6,7 +6,7 @@ FUZZTIME ?= 10s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/config:FuzzNoSecretEcho ./pkg/credentials:FuzzParseData
 
-.PHONY: all build image test unit e2e control-plane demo fuzz bench lint fmt clean
+.PHONY: all build image test unit e2e soak control-plane demo fuzz bench lint fmt clean
 
 all: lint build test
 
@@ -34,8 +34,9 @@ image: build
 	$(GO) run ./hack/image -binary $(BIN) -out $(IMAGE) -ref $(IMAGE_REF) -version $(VERSION) \
 		-revision $(COMMIT) -created $(BUILD_DATE) -source $(SOURCE)
 
-## test: unit and integration tests with the race detector, short fuzz runs, then the end-to-end suite
-test: unit fuzz e2e
+## test: unit and integration tests with the race detector, short fuzz runs, the end-to-end suite
+## and a short fault soak
+test: unit fuzz e2e soak
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -47,6 +48,13 @@ control-plane:
 ## e2e: the real binary against a real kube-apiserver + etcd and simulated vCenters
 e2e: control-plane
 	$(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e
+
+## soak: the real binary (two replicas, leader election), a real API server and three simulated
+## vCenters under a seeded random schedule of faults, for SOAK (default 3m); SEED=n replays a run
+SOAK ?= 3m
+SEED ?= 0
+soak: build control-plane
+	$(GO) run ./test/soak -ccm $(BIN) -duration $(SOAK) -seed $(SEED)
 
 ## demo: simulated vCenters + a real API server + the CCM; prints the nodes and topology explain
 ## (DEMO_ONESHOT=1 exits after printing, otherwise runs until Ctrl-C)

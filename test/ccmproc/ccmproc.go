@@ -26,7 +26,8 @@ import (
 type Process struct {
 	cmd     *exec.Cmd
 	log     *os.File
-	serving string // https://127.0.0.1:<port>, for /healthz and /metrics
+	serving string        // https://127.0.0.1:<port>, for /healthz and /metrics
+	exited  chan struct{} // closed when the process has ended (its Wait returned)
 }
 
 // Start runs binary with the control plane's CCM flags, configArg as
@@ -71,15 +72,20 @@ func Start(cp *controlplane.ControlPlane, binary, configArg, logPath string, set
 		p.log.Close()
 		return nil, err
 	}
+	p.exited = make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
 	return p, nil
 }
 
-// Stop ends the process with SIGTERM and waits for it (once; a killed
-// process is not stopped again).
+// Stop ends the process with SIGTERM and waits for it (a process that
+// has ended already is not signalled).
 func (p *Process) Stop() {
-	if p.cmd.ProcessState == nil {
+	if !p.Exited() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		_ = p.cmd.Wait()
+		<-p.exited
 	}
 	p.log.Close()
 }
@@ -87,7 +93,7 @@ func (p *Process) Stop() {
 // Kill ends the process with SIGKILL, as a node failure would.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
+	<-p.exited
 }
 
 // PeakRSS is the process's peak resident set size (VmHWM) in KB.
@@ -126,7 +132,14 @@ func (p *Process) LogPath() string { return p.log.Name() }
 func (p *Process) Serving() string { return p.serving }
 
 // Exited reports whether the process has ended (stopped or killed).
-func (p *Process) Exited() bool { return p.cmd.ProcessState != nil }
+func (p *Process) Exited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
 
 var insecure = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the benchmark CCM's self-signed serving certificate
 
