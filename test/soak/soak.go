@@ -25,7 +25,7 @@ import (
 
 // Settings of the soak's cluster.
 const (
-	loginBackoff   = 3 * time.Minute // the default, and the least the config allows
+	loginBackoff   = 3 * time.Minute  // the default, and the least the config allows
 	sessionTimeout = 30 * time.Second // vcsim: idle sessions (of killed replicas) expire after 30-60 s
 	settleWithin   = 30 * time.Second
 	replicas       = 2

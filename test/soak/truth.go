@@ -38,11 +38,11 @@ type truth struct {
 	fleet *vcsim.Fleet
 
 	mu        sync.Mutex
-	vms       map[string]*nodeVM                      // by Node name
-	spares    map[string][]vcsim.VM                   // by vCenter
-	zones     map[key]string // cluster -> zone tag
-	clusterOf map[key]key    // VM -> cluster
-	hidden    map[string]bool // Node names whose VM identity is unreadable now
+	vms       map[string]*nodeVM    // by Node name
+	spares    map[string][]vcsim.VM // by vCenter
+	zones     map[key]string        // cluster -> zone tag
+	clusterOf map[key]key           // VM -> cluster
+	hidden    map[string]bool       // Node names whose VM identity is unreadable now
 }
 
 func newTruth(f *vcsim.Fleet) *truth {
