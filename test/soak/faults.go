@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -35,7 +36,7 @@ func (s *soak) faultKinds() []fault {
 		return func(ctx context.Context, s *soak) (*revert, error) {
 			v := s.randomVCenter()
 			if !s.hold("front/" + v.Name) {
-				return nil, nil
+				return nil, errSkip
 			}
 			if err := v.SetMode(mode); err != nil {
 				return nil, err
@@ -50,6 +51,40 @@ func (s *soak) faultKinds() []fault {
 		{"vCenter refusing", 3, front(vcsim.Down)},
 		{"vCenter black-holed", 3, front(vcsim.Hung)},
 		{"vCenter silent on open connections", 3, front(vcsim.Silent)},
+		{"latency spike", 2, func(ctx context.Context, s *soak) (*revert, error) {
+			v := s.randomVCenter()
+			if !s.hold("delay/" + v.Name) {
+				return nil, errSkip
+			}
+			v.SetDelay(time.Duration(100+s.rnd.IntN(900)) * time.Millisecond)
+			return s.after(3, 10, v.Name+" latency back to normal", func(context.Context) error {
+				s.release("delay/" + v.Name)
+				v.SetDelay(0)
+				return nil
+			}), nil
+		}},
+		{"DRS VM group changed (stretched cluster)", 2, func(ctx context.Context, s *soak) (*revert, error) {
+			if !s.hold("drs") {
+				return nil, errSkip
+			}
+			defer s.release("drs")
+			s.truth.mu.Lock()
+			var members []key
+			for k := range s.truth.siteOf {
+				members = append(members, k)
+			}
+			s.truth.mu.Unlock()
+			if len(members) == 0 {
+				return nil, errSkip
+			}
+			slices.SortFunc(members, func(a, b key) int { return strings.Compare(a.ref.Value, b.ref.Value) })
+			k := members[s.rnd.IntN(len(members))]
+			s.truth.mu.Lock()
+			s.truth.siteOf[k] = map[string]string{"a": "b", "b": "a"}[s.truth.siteOf[k]]
+			s.truth.mu.Unlock()
+			s.truth.recomputeZones()
+			return nil, s.fleet.VCenter(k.vc).SetGroups(ctx, s.truth.stretched.ref, s.truth.vmGroups(), nil)
+		}},
 		{"session termination", 3, func(ctx context.Context, s *soak) (*revert, error) {
 			_, err := s.randomVCenter().TerminateSessions(ctx)
 			return nil, err
@@ -57,7 +92,7 @@ func (s *soak) faultKinds() []fault {
 		{"password rotation", 2, func(ctx context.Context, s *soak) (*revert, error) {
 			v := s.randomVCenter()
 			if !s.hold("secret/" + v.Name) {
-				return nil, nil
+				return nil, errSkip
 			}
 			pw := fmt.Sprintf("rotated-%d", s.rnd.Uint32())
 			if s.rnd.IntN(2) == 0 { // the Secret first: no login fails
@@ -77,7 +112,7 @@ func (s *soak) faultKinds() []fault {
 		{"Secret key removed", 2, func(ctx context.Context, s *soak) (*revert, error) {
 			v := s.randomVCenter()
 			if !s.hold("secret/" + v.Name) {
-				return nil, nil
+				return nil, errSkip
 			}
 			if err := s.setSecret(ctx, v, "", false); err != nil {
 				return nil, err
@@ -90,7 +125,7 @@ func (s *soak) faultKinds() []fault {
 		{"VM powered off", 2, func(ctx context.Context, s *soak) (*revert, error) {
 			n, ok := s.pickVM()
 			if !ok {
-				return nil, nil
+				return nil, errSkip
 			}
 			vm := object.NewVirtualMachine(s.fleet.VCenter(n.vc).Admin(), n.ref)
 			if err := waitTask(ctx, vm.PowerOff); err != nil {
@@ -105,7 +140,7 @@ func (s *soak) faultKinds() []fault {
 		{"VM identity unreadable", 2, func(ctx context.Context, s *soak) (*revert, error) {
 			n, ok := s.pickVM()
 			if !ok {
-				return nil, nil
+				return nil, errSkip
 			}
 			v := s.fleet.VCenter(n.vc)
 			s.truth.mu.Lock()
@@ -126,7 +161,7 @@ func (s *soak) faultKinds() []fault {
 		{"VM moved to another host", 2, func(ctx context.Context, s *soak) (*revert, error) {
 			n, ok := s.pickVM()
 			if !ok {
-				return nil, nil
+				return nil, errSkip
 			}
 			defer s.release("vm/" + n.name)
 			v := s.fleet.VCenter(n.vc)
@@ -139,7 +174,7 @@ func (s *soak) faultKinds() []fault {
 		{"VM moved to another site (cluster)", 2, func(ctx context.Context, s *soak) (*revert, error) {
 			n, ok := s.pickVM()
 			if !ok {
-				return nil, nil
+				return nil, errSkip
 			}
 			defer s.release("vm/" + n.name)
 			v := s.fleet.VCenter(n.vc)
@@ -153,7 +188,7 @@ func (s *soak) faultKinds() []fault {
 				}
 			}
 			if to.Value == "" {
-				return nil, nil // one cluster only
+				return nil, errSkip // one cluster only
 			}
 			cl := v.Model.Map().Get(to).(*simulator.ClusterComputeResource)
 			host, pool := cl.Host[s.rnd.IntN(len(cl.Host))], *cl.ResourcePool
@@ -172,7 +207,7 @@ func (s *soak) faultKinds() []fault {
 		{"VM moved to another vCenter", 1, func(ctx context.Context, s *soak) (*revert, error) {
 			n, ok := s.pickVM()
 			if !ok {
-				return nil, nil
+				return nil, errSkip
 			}
 			defer s.release("vm/" + n.name)
 			var to *vcsim.VCenter
@@ -187,7 +222,7 @@ func (s *soak) faultKinds() []fault {
 			}
 			s.truth.mu.Unlock()
 			if to == nil {
-				return nil, nil
+				return nil, errSkip
 			}
 			// The VM is registered in the other vCenter first (both hold it
 			// for a moment), then removed from the old one.
@@ -195,7 +230,8 @@ func (s *soak) faultKinds() []fault {
 			s.truth.update(n.name, func(r *nodeVM) { r.vc, r.ref = to.Name, spare.Ref })
 			s.truth.recomputeZones()
 			s.truth.update(n.name, func(r *nodeVM) { r.region = "region-" + spare.Datacenter })
-			return nil, destroy(ctx, s.fleet.VCenter(n.vc), n.ref)
+			s.truth.gone(n.vc, n.ref)
+			return nil, s.destroyInGroups(ctx, n.vc, n.ref)
 		}},
 		{"zone tag changed", 1, func(ctx context.Context, s *soak) (*revert, error) {
 			v := s.randomVCenter()
@@ -224,16 +260,21 @@ func (s *soak) faultKinds() []fault {
 		}},
 		{"VM destroyed", 1, func(ctx context.Context, s *soak) (*revert, error) {
 			n, ok := s.pickVM()
-			if !ok || len(s.truth.nodes()) < 8 {
-				return nil, nil
+			if !ok {
+				return nil, errSkip
+			}
+			if existing := s.truth.existing(); existing < 8 {
+				s.release("vm/" + n.name)
+				return nil, errSkip // keep most Nodes
 			}
 			defer s.release("vm/" + n.name)
 			s.truth.update(n.name, func(r *nodeVM) { r.exists = false })
-			return nil, destroy(ctx, s.fleet.VCenter(n.vc), n.ref)
+			s.truth.gone(n.vc, n.ref)
+			return nil, s.destroyInGroups(ctx, n.vc, n.ref)
 		}},
 		{"leader killed", 2, func(ctx context.Context, s *soak) (*revert, error) {
 			if !s.hold("ccm") {
-				return nil, nil
+				return nil, errSkip
 			}
 			slot := s.leader()
 			s.mu.Lock()
@@ -248,11 +289,11 @@ func (s *soak) faultKinds() []fault {
 		}},
 		{"vCenter removed from the config", 1, func(ctx context.Context, s *soak) (*revert, error) {
 			if !s.hold("ccm") {
-				return nil, nil
+				return nil, errSkip
 			}
-			if s.faults["vCenter removed from the config"] > 0 {
+			if s.countOf(s.faults, "vCenter removed from the config") > 0 {
 				s.release("ccm")
-				return nil, nil // once per run: every replica restarts twice
+				return nil, errSkip // once per run: every replica restarts twice
 			}
 			v := s.randomVCenter()
 			if err := s.writeConfig(v.Name); err != nil {
@@ -293,6 +334,9 @@ func (s *soak) inject(ctx context.Context, duration time.Duration) error {
 			for _, k := range kinds {
 				if r -= k.weight; r < 0 {
 					rev, err := k.apply(ctx, s)
+					if errors.Is(err, errSkip) {
+						break // what it needs is taken by another fault
+					}
 					if err != nil {
 						return fmt.Errorf("fault %q: %w", k.name, err)
 					}
@@ -453,6 +497,26 @@ func (s *soak) checkLogins() {
 		}
 	}
 }
+
+// destroyInGroups destroys a VM; in the stretched cluster, it leaves its
+// VM group first, as an operator's cleanup would.
+func (s *soak) destroyInGroups(ctx context.Context, vc string, ref types.ManagedObjectReference) error {
+	if vc == s.truth.stretched.vc {
+		for !s.hold("drs") {
+			if err := sleep(ctx, 50*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		defer s.release("drs")
+		if err := s.fleet.VCenter(vc).SetGroups(ctx, s.truth.stretched.ref, s.truth.vmGroups(), nil); err != nil {
+			return err
+		}
+	}
+	return destroy(ctx, s.fleet.VCenter(vc), ref)
+}
+
+// errSkip: the fault was not applied (what it needs is held by another).
+var errSkip = errors.New("skipped")
 
 func waitTask(ctx context.Context, start func(context.Context) (*object.Task, error)) error {
 	task, err := start(ctx)

@@ -83,6 +83,10 @@ func newSoak(ctx context.Context, cp *controlplane.ControlPlane, binary, work st
 		s.close()
 		return nil, err
 	}
+	if err := s.truth.stretch(ctx, "vc-c"); err != nil {
+		s.close()
+		return nil, err
+	}
 	if err := s.writeConfig(""); err != nil {
 		s.close()
 		return nil, err
@@ -134,7 +138,9 @@ func (s *soak) writeConfig(without string) error {
 		per[v.Name] = []string{"secretName: " + secretName(v.Name), "secretNamespace: kube-system"}
 	}
 	text := s.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 10s\n"+
-		"labels:\n  zone: k8s-zone\n  region: k8s-region\n  onDrift: relabel\n", per)
+		"labels:\n  zone: k8s-zone\n  region: k8s-region\n  onDrift: relabel\n", per) +
+		fmt.Sprintf("hostGroupZones:\n- cluster: %s\n  hostGroups:\n    site-a-hosts: zone-site-a\n    site-b-hosts: zone-site-b\n",
+			s.fleet.VCenter("vc-c").VMs[0].Cluster)
 	var out []string
 	skip := false
 	for _, line := range strings.Split(text, "\n") {
@@ -254,6 +260,12 @@ func (s *soak) count(m map[string]int, what string) {
 	s.mu.Lock()
 	m[what]++
 	s.mu.Unlock()
+}
+
+func (s *soak) countOf(m map[string]int, what string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m[what]
 }
 
 func (s *soak) violations() error {

@@ -43,12 +43,16 @@ type truth struct {
 	zones     map[key]string        // cluster -> zone tag
 	clusterOf map[key]key           // VM -> cluster
 	hidden    map[string]bool       // Node names whose VM identity is unreadable now
+	// The stretched cluster (vc-c's): its VMs' zone is the site of their
+	// VM group ("a" or "b"), whatever host they run on.
+	stretched key
+	siteOf    map[key]string
 }
 
 func newTruth(f *vcsim.Fleet) *truth {
 	t := &truth{fleet: f, vms: map[string]*nodeVM{}, spares: map[string][]vcsim.VM{},
 		zones: map[key]string{}, clusterOf: map[key]key{},
-		hidden: map[string]bool{}}
+		hidden: map[string]bool{}, siteOf: map[key]string{}}
 	for _, v := range f.VCenters {
 		for i, vm := range v.VMs {
 			t.zones[key{v.Name, vm.ClusterRef}] = "zone-" + vm.Cluster
@@ -92,6 +96,19 @@ func (t *truth) nodes() []nodeVM {
 	return out
 }
 
+// existing counts the Nodes whose VM exists.
+func (t *truth) existing() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, vm := range t.vms {
+		if vm.exists {
+			n++
+		}
+	}
+	return n
+}
+
 // exists reports whether the Node's VM exists, and where.
 func (t *truth) exists(node string) (string, bool) {
 	t.mu.Lock()
@@ -131,8 +148,53 @@ func (t *truth) recomputeZones() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, n := range t.vms {
-		if c, ok := t.clusterOf[key{n.vc, n.ref}]; ok {
+		if site, ok := t.siteOf[key{n.vc, n.ref}]; ok {
+			n.zone = "zone-site-" + site
+		} else if c, ok := t.clusterOf[key{n.vc, n.ref}]; ok {
 			n.zone = t.zones[c]
 		}
 	}
+}
+
+// stretch makes the only cluster of vcName a stretched cluster: its
+// first host is site a, its second site b; VMs alternate, starting with
+// a, and each is in its site's VM group.
+func (t *truth) stretch(ctx context.Context, vcName string) error {
+	v := t.fleet.VCenter(vcName)
+	cluster := v.VMs[0].ClusterRef
+	hosts := v.ClusterHosts(cluster)
+	sites := []vcsim.Site{{Name: "site-a", Hosts: hosts[:1]}, {Name: "site-b", Hosts: hosts[1:2]}}
+	for i, vm := range v.VMs {
+		if err := v.Relocate(ctx, vm.Ref, hosts[i%2]); err != nil {
+			return err
+		}
+		sites[i%2].VMs = append(sites[i%2].VMs, vm.Ref)
+		t.siteOf[key{vcName, vm.Ref}] = []string{"a", "b"}[i%2]
+	}
+	t.stretched = key{vcName, cluster}
+	t.recomputeZones()
+	return v.Stretch(ctx, cluster, sites...)
+}
+
+// vmGroups are the VM groups of the stretched cluster as the truth has
+// them.
+func (t *truth) vmGroups() []types.BaseClusterGroupInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	members := map[string][]types.ManagedObjectReference{}
+	for k, site := range t.siteOf {
+		members[site] = append(members[site], k.ref)
+	}
+	var out []types.BaseClusterGroupInfo
+	for _, site := range []string{"a", "b"} {
+		out = append(out, &types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-" + site + "-vms"}, Vm: members[site]})
+	}
+	return out
+}
+
+// gone forgets a destroyed VM's group membership.
+func (t *truth) gone(vc string, ref types.ManagedObjectReference) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.siteOf, key{vc, ref})
 }

@@ -3,6 +3,7 @@ package vcsim
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // FrontMode is what the TCP front of a simulated vCenter does with
@@ -47,6 +48,7 @@ type front struct {
 
 	mu    sync.Mutex
 	mode  FrontMode
+	delay time.Duration // added before every chunk forwarded, both ways
 	ln    net.Listener
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
@@ -103,6 +105,9 @@ func (f *front) forward(c net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
+			if d := f.currentDelay(); n > 0 && d > 0 {
+				time.Sleep(d) // a slow link: bounded by the test's delays
+			}
 			if n > 0 && f.currentMode() != Silent {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					break
@@ -127,6 +132,18 @@ func (f *front) currentMode() FrontMode {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.mode
+}
+
+func (f *front) currentDelay() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.delay
+}
+
+func (f *front) setDelay(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delay = d
 }
 
 func (f *front) drop(c net.Conn) {

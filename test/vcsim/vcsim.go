@@ -521,6 +521,10 @@ func (v *VCenter) Logins() int {
 // SetMode takes the vCenter down, hangs it, or brings it back.
 func (v *VCenter) SetMode(m FrontMode) error { return v.front.set(m) }
 
+// SetDelay adds d to every chunk of data the front forwards, both ways,
+// on open and new connections: a latency spike (0 ends it).
+func (v *VCenter) SetDelay(d time.Duration) { v.front.setDelay(d) }
+
 // SetSessionTimeout makes idle SOAP and REST sessions created from now on
 // expire after d (the simulator expires them between d and 2d).
 func (v *VCenter) SetSessionTimeout(ctx context.Context, d time.Duration) error {
