@@ -81,6 +81,7 @@ bench: build control-plane
 
 ## lint: go vet and a gofmt check
 lint:
+	bash hack/check-tracked.sh
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
