@@ -79,7 +79,7 @@ bench: build control-plane
 	BENCH_VMS=$(BENCH_VMS) $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/...
 	$(GO) run ./test/bench -n $(N) -ccm $(BIN) -zerocost bin/zerocost
 
-## lint: go vet and a gofmt check
+## lint: no tracked build outputs or big files, go vet and a gofmt check
 lint:
 	bash hack/check-tracked.sh
 	$(GO) vet ./...
