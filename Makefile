@@ -6,7 +6,7 @@ FUZZTIME ?= 10s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/config:FuzzNoSecretEcho ./pkg/credentials:FuzzParseData
 
-.PHONY: all build image test unit e2e soak control-plane demo fuzz bench lint fmt clean
+.PHONY: all build image test unit e2e soak control-plane demo fuzz rules bench lint fmt clean
 
 all: lint build test
 
@@ -34,9 +34,9 @@ image: build
 	$(GO) run ./hack/image -binary $(BIN) -out $(IMAGE) -ref $(IMAGE_REF) -version $(VERSION) \
 		-revision $(COMMIT) -created $(BUILD_DATE) -source $(SOURCE)
 
-## test: unit and integration tests with the race detector, short fuzz runs, the end-to-end suite
+## test: unit and integration tests with the race detector, short fuzz runs, the alert rules' tests, the end-to-end suite
 ## and a short fault soak
-test: unit fuzz e2e soak
+test: unit fuzz rules e2e soak
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -60,6 +60,11 @@ soak: build control-plane
 ## (DEMO_ONESHOT=1 exits after printing, otherwise runs until Ctrl-C)
 demo: build control-plane
 	$(GO) run ./test/demo -ccm $(BIN)
+
+## rules: the alert rules' unit tests with promtool (deploy/monitoring/alerts.test.yaml);
+## promtool comes from Debian's prometheus package or the module proxy (hack/build-promtool.sh)
+rules:
+	$$(bash hack/build-promtool.sh) test rules deploy/monitoring/alerts.test.yaml
 
 ## fuzz: run every fuzz target for FUZZTIME (default 10s each)
 fuzz:

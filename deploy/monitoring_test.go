@@ -329,3 +329,45 @@ func TestKustomizeMonitoring(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestEveryAlertTested: monitoring/alerts.test.yaml (run by `make rules`
+// with promtool) has, for every alert, a case where it fires and one
+// where it must not.
+func TestEveryAlertTested(t *testing.T) {
+	data, err := os.ReadFile("monitoring/alerts.test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests struct {
+		RuleFiles []string `json:"rule_files"`
+		Tests     []struct {
+			AlertRuleTest []struct {
+				Alertname string            `json:"alertname"`
+				ExpAlerts []json.RawMessage `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	if err := sigsyaml.Unmarshal(data, &tests); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"../chart/vsphere-cloud-controller-manager/files/alerts.yaml"}; !slices.Equal(tests.RuleFiles, want) {
+		t.Errorf("rule_files = %v, want %v", tests.RuleFiles, want)
+	}
+	fires, quiet := map[string]bool{}, map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				quiet[a.Alertname] = true
+			}
+		}
+	}
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			if !fires[r.Alert] || !quiet[r.Alert] {
+				t.Errorf("alert %s: monitoring/alerts.test.yaml needs a case where it fires (%v) and one where it does not (%v)", r.Alert, fires[r.Alert], quiet[r.Alert])
+			}
+		}
+	}
+}

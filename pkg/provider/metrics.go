@@ -36,8 +36,37 @@ const namespace = "vsphere_ccm"
 // MetricRequestsTotal is the full name of the request counter.
 const MetricRequestsTotal = namespace + "_vcenter_requests_total"
 
+// The finite label values of the counters alert rules read; each series
+// is created at 0 (see initialize) so that a rule's increase() sees the
+// first event.
+var (
+	loginResults    = []string{"success", "rejected", "error"}
+	lookupResults   = []string{"found", "not_found", "ambiguous", "error"}
+	absenceVerdicts = []string{VerdictGone, VerdictKept, VerdictUnproven}
+)
+
 // NewMetrics creates the metrics (not registered).
-func NewMetrics() *Metrics {
+func NewMetrics() *Metrics { return newMetrics() }
+
+// initialize creates, at 0, the series of the counters alert rules read,
+// for the given vCenters, before any login or lookup: without a 0 sample,
+// increase() misses the first event. The metrics must be registered
+// (component-base metrics are no-ops until then).
+func (m *Metrics) initialize(vcenters []string) {
+	for _, r := range lookupResults {
+		m.lookups.WithLabelValues(r)
+	}
+	for _, v := range absenceVerdicts {
+		m.verdicts.WithLabelValues(v)
+	}
+	for _, vc := range vcenters {
+		for _, r := range loginResults {
+			m.logins.WithLabelValues(vc, r)
+		}
+	}
+}
+
+func newMetrics() *Metrics {
 	return &Metrics{
 		requests: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "vcenter_requests_total",
 			Help: "vSphere requests by vCenter, API (soap, rest), method and outcome (ok, fault, error).", StabilityLevel: metrics.ALPHA},
@@ -53,12 +82,12 @@ func NewMetrics() *Metrics {
 		inventoryVMs: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_vms",
 			Help: "VMs in the inventory of each vCenter.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		inventoryAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_sync_age_seconds",
-			Help: "Seconds since the inventory of each vCenter was last confirmed current (-1: never synced).", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+			Help: "Seconds since the inventory of each vCenter was last confirmed current, or since the provider started when it never was.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		unreadable: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_unreadable_vms",
 			Help:           "VMs of each vCenter whose identity cannot be read (no BIOS UUID, or connection state inaccessible, orphaned or invalid); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		tagAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "tag_cache_age_seconds",
-			Help: "Seconds since the tag cache of each vCenter was last refreshed (-1: never).", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+			Help: "Seconds since the tag cache of each vCenter was last refreshed, or since the provider started when it never was.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		lookups: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_lookups_total",
 			Help: "Node to VM lookups by result (found, not_found, ambiguous, error).", StabilityLevel: metrics.ALPHA}, []string{"result"}),
 		calls: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "instance_calls_total",
@@ -127,9 +156,11 @@ func (m *Metrics) lookup(err error) {
 // it every 10 seconds; tests call it to read current values.
 func (m *Metrics) Refresh(p *Provider) {
 	now := time.Now()
+	// Never loaded counts from the start: a cache that never loads must
+	// trip the same stale alert as one that stopped.
 	age := func(t time.Time) float64 {
 		if t.IsZero() {
-			return -1
+			t = p.startedAt
 		}
 		return now.Sub(t).Seconds()
 	}

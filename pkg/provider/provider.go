@@ -138,6 +138,13 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 		return err
 	}
 	p.pool = pool
+	if m := p.opts.Metrics; m != nil {
+		var names []string
+		for _, c := range pool.Clients() {
+			names = append(names, c.Name())
+		}
+		m.initialize(names)
+	}
 	pool.Start(ctx)
 	var ic []inventory.Client
 	var tc []topology.Client
