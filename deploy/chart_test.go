@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -78,8 +80,12 @@ func TestChart(t *testing.T) {
 	}
 	var cfgText string
 	var sawCA, sawSecret, sawDeployment bool
+	var pod *corev1.PodSpec
 	for _, obj := range decodeAll(t, manifests) {
 		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			sawDeployment = true
+			pod = &o.Spec.Template.Spec
 		case *corev1.ConfigMap:
 			switch o.Name {
 			case "vsphere-cloud-config":
@@ -99,8 +105,6 @@ func TestChart(t *testing.T) {
 					t.Errorf("Secret access by name: %v", r.ResourceNames)
 				}
 			}
-		default:
-			sawDeployment = sawDeployment || obj.GetObjectKind().GroupVersionKind().Kind == "Deployment"
 		}
 	}
 	if !sawCA || !sawSecret || !sawDeployment {
@@ -118,6 +122,32 @@ func TestChart(t *testing.T) {
 			t.Errorf("%s: insecure by default", vc.Name)
 		}
 	}
+	// Every file the config names is mounted (the root filesystem is
+	// read-only), from a volume the pod has.
+	if pod != nil {
+		paths := map[string]string{"global.secretsDirectory": cfg.Global.SecretsDirectory}
+		for _, vc := range cfg.VCenters {
+			paths["vcenter "+vc.Name+" caFile"] = vc.CAFile
+		}
+		checked := 0
+		for field, path := range paths {
+			if path == "" {
+				continue
+			}
+			checked++
+			if err := mounted(pod, path); err != nil {
+				t.Errorf("%s %s: %v", field, path, err)
+			}
+		}
+		if checked != 3 {
+			t.Errorf("%d paths checked, want 3 (site-b and site-c CA files, the secrets directory)", checked)
+		}
+	}
+	// A caFile under no mount fails the rendering, naming the field.
+	_, err = run(t, h, "template", "ccm", chart, "-n", "kube-system", "-f", values, "--set", "caBundle.configMap=")
+	if err == nil || !strings.Contains(err.Error(), "vcenters.site-c.caFile: /etc/ssl/vcenter/site-c.pem is under no mount") {
+		t.Errorf("template with an unmounted caFile: %v", err)
+	}
 	if strings.Contains(cfgText, "chart-test-password") {
 		t.Error("a password in the ConfigMap")
 	}
@@ -125,4 +155,23 @@ func TestChart(t *testing.T) {
 	if _, err := run(t, h, "template", "ccm", chart); err == nil || !strings.Contains(err.Error(), "configure at least one vCenter") {
 		t.Errorf("template without vCenters: %v", err)
 	}
+}
+
+// mounted checks that path is at or under a volume mount of the pod's
+// first container whose volume the pod defines.
+func mounted(pod *corev1.PodSpec, path string) error {
+	volumes := map[string]bool{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = true
+	}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		dir := strings.TrimSuffix(m.MountPath, "/")
+		if path == dir || strings.HasPrefix(path, dir+"/") {
+			if !volumes[m.Name] {
+				return fmt.Errorf("mounted at %s from volume %q, which the pod does not define", m.MountPath, m.Name)
+			}
+			return nil
+		}
+	}
+	return errors.New("under no volume mount of the container (its root filesystem is read-only)")
 }
