@@ -45,7 +45,7 @@ func TestInvalidFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _, err = Parse(filepath.Base(f), data, Options{})
+			_, warnings, err := Parse(filepath.Base(f), data, Options{})
 			if err == nil {
 				t.Fatal("Parse succeeded, want errors")
 			}
@@ -54,6 +54,12 @@ func TestInvalidFixtures(t *testing.T) {
 				t.Fatalf("error %T is not Errors: %v", err, err)
 			}
 			got := errs.Error() + "\n"
+			if len(warnings) > 0 {
+				got += "warnings:\n"
+				for _, w := range warnings {
+					got += w.Error() + "\n"
+				}
+			}
 			golden := f + ".golden"
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {

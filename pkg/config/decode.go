@@ -19,6 +19,9 @@ type decoder struct {
 	format Format
 	file   string
 	diags  []Diagnostic
+	// warnings are what the reference CCM reads silently and this one
+	// reads the same way, saying so: legacy keys, empty list elements.
+	warnings []Diagnostic
 	// pos records where each field path was written, for later diagnostics.
 	pos map[string]Position
 	// written records the key as written when it differs from the path's last element.
@@ -41,6 +44,15 @@ func newDecoder(format Format, file string) *decoder {
 
 func (d *decoder) errorf(line int, field, key, format string, args ...any) {
 	d.diags = append(d.diags, Diagnostic{
+		Pos:     d.at(line),
+		Field:   field,
+		Key:     key,
+		Message: fmt.Sprintf(format, args...),
+	})
+}
+
+func (d *decoder) warnf(line int, field, key, format string, args ...any) {
+	d.warnings = append(d.warnings, Diagnostic{
 		Pos:     d.at(line),
 		Field:   field,
 		Key:     key,
@@ -127,28 +139,51 @@ func (d *decoder) unknownKey(path string, e entry, fields []schemaField) {
 	if path != "" {
 		where = "in " + path
 	}
+	if why, ok := legacyKey(d.format, path, e.key, fields); ok {
+		// Defined by the in-tree provider or the reference (which ignores
+		// every key it does not know): read the same way, with a warning.
+		d.warnf(e.line, joinPath(path, e.key), "", "%s", why)
+		return
+	}
 	hint, echo := suggest(d.format, e.key, fields)
-	switch {
-	case echo:
-		// A known key up to case, separators or format: safe to show.
+	if !echo && showableKey(e) {
+		// A key written with a value: its name is a key, not a secret.
+		echo = true
+	}
+	if hint == "" {
+		var names []string
+		for _, f := range fields {
+			if n := f.name(d.format); n != "-" {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		hint = "valid keys: " + strings.Join(names, ", ")
+	}
+	if echo {
 		d.errorf(e.line, joinPath(path, e.key), "", "unknown key %q %s; %s", e.key, where, hint)
 		return
-	case hint != "":
-		// A near miss: useful to suggest, but the key itself is not shown
-		// (a secret typed as a key may be close to a known one).
-		d.errorf(e.line, path, "", "unknown key %s (its name is not shown, in case the line holds a secret); %s", where, hint)
-		return
 	}
-	// Anything else is not shown: a password pasted on its own line, or
-	// glued to its key, would otherwise be echoed into the log.
-	var names []string
-	for _, f := range fields {
-		if n := f.name(d.format); n != "-" {
-			names = append(names, n)
+	// Not shown: a key written without a value may be a password pasted on
+	// its own line, a name like one may hold a glued secret.
+	d.errorf(e.line, path, "", "unknown key %s (its name is not shown, in case the line holds a secret); %s", where, hint)
+}
+
+// showableKey tells whether an unknown key's name may appear in an error:
+// only when it was written with a value (name = value, name: value), so
+// that it is a name and not a stray value, and when it does not look like
+// the name of a secret (a password glued to its key).
+func showableKey(e entry) bool {
+	if e.val == nil || e.val.kind == nullNode {
+		return false
+	}
+	k := normalizeKey(e.key)
+	for _, s := range []string{"pass", "pwd", "secret", "token", "credential"} {
+		if strings.Contains(k, s) {
+			return false
 		}
 	}
-	sort.Strings(names)
-	d.errorf(e.line, path, "", "unknown key %s (its name is not shown, in case the line holds a secret); valid keys: %s", where, strings.Join(names, ", "))
+	return levenshtein(k, "password") > 3
 }
 
 var (
@@ -350,9 +385,22 @@ func (d *decoder) list(path, key string, n *node) ([]string, bool) {
 		if strings.TrimSpace(n.value) == "" {
 			return []string{}, true
 		}
-		parts := strings.Split(n.value, ",")
-		for i := range parts {
-			parts[i] = strings.TrimSpace(parts[i])
+		var parts []string
+		empty := 0
+		for _, p := range strings.Split(n.value, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				empty++
+				continue
+			}
+			parts = append(parts, p)
+		}
+		if empty > 0 {
+			// "ipv4, " is valid to the reference, which skips empty
+			// elements: so does this CCM, saying so.
+			d.warnf(n.line, path, key, "empty element in the comma-separated list ignored (a trailing or doubled comma); remove the extra comma")
+		}
+		if parts == nil {
+			parts = []string{}
 		}
 		return parts, true
 	default:

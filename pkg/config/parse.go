@@ -63,6 +63,7 @@ func Parse(file string, data []byte, opts Options) (*Config, []Diagnostic, error
 	b := newBuilder(d)
 	cfg := b.build(raw)
 	b.validate(cfg)
+	warnings = append(warnings, d.warnings...)
 	warnings = append(warnings, b.warnings...)
 	sortDiagnostics(warnings)
 	if err := finish(d.diags); err != nil {

@@ -60,10 +60,15 @@ func TestKeysShownOnlyWhenKnown(t *testing.T) {
 		shown    []string // must appear
 		hidden   []string // must not
 	}{
-		{"case and separators", "global:\n  insecure-flag: true\n", []string{`"insecure-flag"`, "did you mean insecureFlag?"}, nil},
-		{"other format", "global:\n  ca-file: /x\n", []string{`"ca-file"`, "did you mean caFile?"}, nil},
-		{"edit distance", "global:\n  passw0rdd: 1\n", []string{"did you mean password?", "not shown"}, []string{"passw0rdd"}},
-		{"edit distance, INI", "[Global]\npasswrd = 1\n", []string{"did you mean password?", "not shown"}, []string{"passwrd"}},
+		{"case and separators", "[Global]\ninsecure_flag = true\n", []string{`"insecure_flag"`, "did you mean insecure-flag?"}, nil},
+		{"other format", "[Global]\ncaFile = /x\n", []string{`"caFile"`, "did you mean ca-file? (caFile is the YAML spelling)"}, nil},
+		{"written with a value", "global:\n  frobnicate: 1\n", []string{`"frobnicate"`, "valid keys:"}, nil},
+		{"written with a value, INI", "[Global]\nservr = vc\n", []string{`"servr"`, "did you mean server?"}, nil},
+		{"like a secret's name", "global:\n  passw0rdd: 1\n", []string{"did you mean password?", "not shown"}, []string{"passw0rdd"}},
+		{"like a secret's name, INI", "[Global]\npasswrd = 1\n", []string{"did you mean password?", "not shown"}, []string{"passwrd"}},
+		{"glued to its key, INI", "[Global]\npasswordHunter2 = 1\n", []string{"not shown"}, []string{"Hunter2"}},
+		{"no value, INI", "[Global]\nHunter2Zq\n", []string{"not shown"}, []string{"Hunter2Zq"}},
+		{"no value, YAML", "global:\n  Hunter2Zq:\n", []string{"not shown"}, []string{"Hunter2Zq"}},
 		{"control character in a name, INI", "[Global]\nuser = u\npassword = p\n[VirtualCenter \"Zq9\x01x\"]\n", []string{"U+0001"}, []string{"Zq9", `\x01`, "\x01"}},
 		{"control character in a name, YAML", "vcenter:\n  \"Zq9\\u0001x\":\n    server: a\n", []string{"U+0001"}, []string{"Zq9", `\x01`, `\u0001`, "\x01"}},
 	} {
