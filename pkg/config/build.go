@@ -17,6 +17,8 @@ type builder struct {
 	origin map[string]string
 	// reported de-duplicates problems of a value inherited by many vCenters.
 	reported map[string]bool
+	// ignoredSecret says why global.secretName is not used, if it is not.
+	ignoredSecret string
 }
 
 func newBuilder(d *decoder) *builder {
@@ -133,7 +135,11 @@ func (b *builder) build(raw *rawConfig) *Config {
 		}
 	}
 	if name := deref(g.SecretName); name != "" && deref(g.SecretNamespace) == "" {
-		b.errorf("global.secretName", "secretName %q has no namespace; set global.secretNamespace", name)
+		// The reference uses a Secret only when both are set, and ignores
+		// one half: so does this CCM, saying so. A vCenter left without
+		// credentials is an error (buildCredentials).
+		b.warnf("global.secretName", "secretName %q has no namespace, so the Secret is not used (as the reference CCM does not use it); set global.secretNamespace to use it", name)
+		b.ignoredSecret = "global.secretName has no secretNamespace"
 	}
 	if g.APIDisable != nil {
 		b.warnf("global.apiDisable", "apiDisable has no effect in this CCM and is ignored")
@@ -224,6 +230,11 @@ func (b *builder) buildVCenter(name string, vc *rawVCenter, g *rawGlobal, global
 	if len(out.IPFamilies) == 0 {
 		out.IPFamilies = append([]IPFamily(nil), DefaultIPFamilies...)
 	}
+	if c.InsecureFlag != nil && !*c.InsecureFlag && gc.InsecureFlag != nil && *gc.InsecureFlag {
+		// The reference's zero-value inheritance reads this false as unset,
+		// so it took global's true: this vCenter was not verified there.
+		b.warnf(p+".insecureFlag", "insecureFlag: false under a global insecureFlag: true: this CCM verifies vCenter %q's certificate, the reference CCM did not (it inherits the global true); give it caFile or thumbprint, or set insecureFlag: true to keep the reference's behaviour", name)
+	}
 	if out.InsecureFlag {
 		b.warnf(p+".insecureFlag", "TLS certificate verification is disabled for vCenter %q; use caFile or thumbprint in production", name)
 		if out.CAFile != "" || out.Thumbprint != "" {
@@ -237,6 +248,7 @@ func (b *builder) buildVCenter(name string, vc *rawVCenter, g *rawGlobal, global
 
 func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global) Credentials {
 	cred := Credentials{SecretsDirectory: global.SecretsDirectory}
+	ignored := "" // why a Secret named here or in global is not used
 	gns := deref(gc.SecretNamespace)
 	if name := deref(c.SecretName); name != "" {
 		ns := deref(c.SecretNamespace)
@@ -245,14 +257,18 @@ func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global
 			b.origin[p+".secretNamespace"] = "global.secretNamespace"
 		}
 		if ns == "" {
-			b.errorf(p+".secretName", "secretName %q has no namespace; set secretNamespace here or in global", name)
+			b.warnf(p+".secretName", "secretName %q has no namespace, so the Secret is not used (as the reference CCM does not use it); set secretNamespace here or in global to use it", name)
+			ignored = fmt.Sprintf("secretName %q has no secretNamespace", name)
+		} else {
+			cred.Secret = &SecretRef{Namespace: ns, Name: name}
 		}
-		cred.Secret = &SecretRef{Namespace: ns, Name: name}
 	} else if deref(c.SecretNamespace) != "" {
 		b.errorf(p+".secretNamespace", "secretNamespace is set but secretName is not; name the Secret or remove secretNamespace")
 	}
-	if name := deref(gc.SecretName); name != "" {
+	if name := deref(gc.SecretName); name != "" && gns != "" {
 		cred.GlobalSecret = &SecretRef{Namespace: gns, Name: name}
+	} else if name != "" && ignored == "" {
+		ignored = b.ignoredSecret
 	}
 	cred.User = inherit(b, p, "user", c.User, gc.User, "", nonEmpty)
 	if c.Password != nil && c.Password.IsSet() {
@@ -267,6 +283,8 @@ func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global
 		b.errorf(p+".user", "user is set but no password is; add password, or better, use secretName/secretNamespace or global.secretsDirectory")
 	case cred.User == "" && cred.Password.IsSet():
 		b.errorf(p+".password", "password is set but no user is; add user")
+	case ignored != "":
+		b.errorf(p, "no credentials: %s; set it, or global.secretsDirectory, or user and password", ignored)
 	default:
 		b.errorf(p, "no credentials: set secretName and secretNamespace (here or in global), global.secretsDirectory, or user and password")
 	}
