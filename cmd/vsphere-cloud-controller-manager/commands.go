@@ -111,26 +111,9 @@ summary), for CI pipelines.`,
 			return nil
 		},
 	}
-	convert := &cobra.Command{
-		Use:   "convert FILE",
-		Short: "Write the equivalent canonical YAML of a cloud-config (INI or YAML) to stdout",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, ok := load(args[0], envFor(noEnv, env), stderr)
-			if !ok {
-				return exitError{1}
-			}
-			out, notes, err := config.Encode(cfg)
-			if err != nil {
-				return err
-			}
-			for _, n := range notes {
-				fmt.Fprintln(stderr, "note:", n)
-			}
-			_, err = stdout.Write(out)
-			return err
-		},
-	}
+	convert := newConvertCommand(func(file string) (*config.Config, bool) {
+		return load(file, envFor(noEnv, env), stderr)
+	}, stdout, stderr)
 	validate.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	for _, c := range []*cobra.Command{validate, convert} {
 		c.Flags().BoolVar(&noEnv, "ignore-env", false, "do not apply the VSPHERE_* / VCENTER_* environment overrides")

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
 )
 
 func runCmd(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
@@ -36,11 +41,11 @@ func TestValidateInvalid(t *testing.T) {
 		file string
 		want []string // each must appear on stderr
 	}{
-		{"../../pkg/config/testdata/invalid/misspelled.yaml", []string{"misspelled.yaml:7: vcenter[\"a\"]: unknown key in vcenter[\"a\"] (its name is not shown", "did you mean server?"}},
+		{"../../pkg/config/testdata/invalid/misspelled.yaml", []string{"misspelled.yaml:7: vcenter[\"a\"].sever: unknown key \"sever\"", "did you mean server?"}},
 		{"../../pkg/config/testdata/invalid/bad-cidrs.yaml", []string{"bad-cidrs.yaml:8: nodes.internalNetworkSubnetCidr[0]"}},
 		{"../../pkg/config/testdata/invalid/duplicate-servers.yaml", []string{"duplicate-servers.yaml:8: vcenter[\"b\"].server", "same server and port"}},
 		{"../../pkg/config/testdata/invalid/missing-credentials.yaml", []string{"missing-credentials.yaml:2: vcenter[\"a\"]: no credentials"}},
-		{"../../pkg/config/testdata/invalid/ini-keys-in-yaml.yaml", []string{"ini-keys-in-yaml.yaml:7: vcenter[\"a\"].ca-file", "did you mean caFile?"}},
+		{"../../pkg/config/testdata/invalid/ini-keys-in-yaml.yaml", []string{"ini-keys-in-yaml.yaml:7: vcenter[\"a\"].ca-file", "ignored in YAML, as the reference CCM ignores it; rename it caFile"}},
 		{"testdata/does-not-exist.yaml", []string{"read cloud-config"}},
 	}
 	for _, tt := range tests {
@@ -72,8 +77,8 @@ func TestConvertINIExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _, _ := config.Encode(want)
-	b, _, _ := config.Encode(converted)
+	a, _, _, _ := config.Encode(want, config.EncodeOptions{})
+	b, _, _, _ := config.Encode(converted, config.EncodeOptions{})
 	if !bytes.Equal(a, b) {
 		t.Errorf("convert(legacy.ini) differs from the stretched YAML example:\n%s\nvs\n%s", b, a)
 	}
@@ -101,8 +106,73 @@ func TestSentinelPasswordNeverPrinted(t *testing.T) {
 		}
 	}
 	code, _, stderr := runCmd(t, env, "config", "convert", "testdata/sentinel.conf")
-	if code != 0 || !strings.Contains(stderr, "inline password was not written") {
-		t.Errorf("convert should succeed and say the password was left out: exit %d, %s", code, stderr)
+	if code != 0 || !strings.Contains(stderr, "create Secret kube-system/vsphere-credentials with their credentials") {
+		t.Errorf("convert should succeed and say where the credentials go: exit %d, %s", code, stderr)
+	}
+}
+
+// TestConvertSecretOut: inline credentials go to a Secret manifest or a
+// secrets directory, never to stdout; the converted config validates and,
+// with them, resolves the same user for the same vCenter.
+func TestConvertSecretOut(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, out string
+		read      func(t *testing.T, path string) map[string][]byte
+	}{
+		{"manifest", filepath.Join(dir, "secret.yaml"), func(t *testing.T, path string) map[string][]byte {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s corev1.Secret
+			if err := sigsyaml.UnmarshalStrict(b, &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Name != "ccm-creds" || s.Namespace != "infra" || s.Kind != "Secret" {
+				t.Errorf("Secret %s/%s kind %q", s.Namespace, s.Name, s.Kind)
+			}
+			return s.Data
+		}},
+		{"directory", filepath.Join(dir, "creds") + "/", func(t *testing.T, path string) map[string][]byte {
+			data, err := credentials.ReadDirectory(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return data
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runCmd(t, nil, "config", "convert", "--secret-out", tc.out,
+				"--secret-name", "ccm-creds", "--secret-namespace", "infra", "testdata/sentinel.conf")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if strings.Contains(out+stderr, "Qx7v") {
+				t.Fatalf("the password on stdout or stderr:\n%s\n%s", out, stderr)
+			}
+			cfg, _, err := config.Parse("converted.yaml", []byte(out), config.Options{})
+			if err != nil {
+				t.Fatalf("converted output does not validate: %v\n%s", err, out)
+			}
+			set, warnings, err := credentials.ParseData(tc.read(t, tc.out))
+			if err != nil || len(warnings) > 0 {
+				t.Fatalf("credentials: %v %v", err, warnings)
+			}
+			vc := cfg.VCenters[0]
+			got := set[vc.Server]
+			if got.Username != "administrator@vsphere.local" || got.Password.Reveal() != "Sentinel-Qx7v=Pw" {
+				t.Errorf("vCenter %s: moved credentials user %q", vc.Server, got.Username)
+			}
+			srcs := strings.Join(vc.Credentials.Sources(), " ")
+			if tc.name == "manifest" && !strings.Contains(srcs, "infra/ccm-creds") || tc.name == "directory" && !strings.Contains(srcs, "creds") {
+				t.Errorf("converted config reads credentials from %s", srcs)
+			}
+			// Never over an existing file.
+			if code, _, stderr := runCmd(t, nil, "config", "convert", "--secret-out", tc.out, "testdata/sentinel.conf"); code == 0 || !strings.Contains(stderr, "exists") {
+				t.Errorf("second run: exit %d, %s", code, stderr)
+			}
+		})
 	}
 }
 

@@ -233,7 +233,7 @@ func TestLegacyINIMatchesStretchedYAML(t *testing.T) {
 	if diff := cmp.Diff(fromYAML, fromINI, cmpOpts); diff != "" {
 		t.Errorf("INI and YAML examples differ (-yaml +ini):\n%s", diff)
 	}
-	out, _, err := Encode(fromINI)
+	out, _, _, err := Encode(fromINI, EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,21 +260,43 @@ func TestRoundTrip(t *testing.T) {
 
 func assertRoundTrip(t *testing.T, cfg *Config) {
 	t.Helper()
-	out, _, err := Encode(cfg)
+	out, moved, _, err := Encode(cfg, EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	again, _, err := Parse("encoded.yaml", out, Options{})
 	if err != nil {
-		// Only inline-only credentials may be lost (the password is never written).
-		for _, vc := range cfg.VCenters {
-			if vc.Credentials.Password.IsSet() && len(vc.Credentials.Sources()) == 1 {
-				return
-			}
-		}
 		t.Fatalf("re-parse of encoded config: %v\n%s", err, out)
 	}
+	// Inline credentials moved to the default Secret: the same users, and
+	// the Secret named globally, or per vCenter when global names another.
 	want := withoutPasswords(cfg)
+	def := DefaultConvertSecret
+	global := false
+	for _, m := range moved {
+		for i := range want.VCenters {
+			vc := &want.VCenters[i]
+			if vc.Name != m.VCenter {
+				continue
+			}
+			if vc.Credentials.User != m.Username {
+				t.Errorf("vcenter %q: moved user %q, want %q", m.VCenter, m.Username, vc.Credentials.User)
+			}
+			vc.Credentials.User = ""
+			switch c := &vc.Credentials; {
+			case c.Secret != nil:
+			case c.GlobalSecret == nil || *c.GlobalSecret == def:
+				global = true
+			default:
+				c.Secret = &def
+			}
+		}
+	}
+	for i := range want.VCenters {
+		if c := &want.VCenters[i].Credentials; global && c.GlobalSecret == nil {
+			c.GlobalSecret = &def
+		}
+	}
 	if diff := cmp.Diff(want, withoutPasswords(again), cmpOpts); diff != "" {
 		t.Errorf("round trip changed the model (-want +got):\n%s\n%s", diff, out)
 	}

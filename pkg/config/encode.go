@@ -5,6 +5,8 @@ import (
 	"net/netip"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
 // The yaml* types are the canonical YAML written by Encode: every value
@@ -40,7 +42,6 @@ type yamlVCenter struct {
 	IPFamily           []IPFamily      `json:"ipFamily"`
 	SecretName         string          `json:"secretName,omitempty"`
 	SecretNamespace    string          `json:"secretNamespace,omitempty"`
-	User               string          `json:"user,omitempty"`
 	StaticTopology     *StaticTopology `json:"staticTopology,omitempty"`
 }
 
@@ -55,12 +56,45 @@ type yamlNodes struct {
 	Deletion                         DeletionPolicy `json:"deletion"`
 }
 
+// DefaultConvertSecret is the Secret that inline credentials are moved to
+// when EncodeOptions names none.
+var DefaultConvertSecret = SecretRef{Namespace: "kube-system", Name: "vsphere-credentials"}
+
+// EncodeOptions says where the vCenters whose credentials were inline find
+// them after Encode, which never writes a password into the config.
+type EncodeOptions struct {
+	// Secret receives them (DefaultConvertSecret when zero); the config
+	// names it in global.secretName, or per vCenter when global names
+	// another Secret.
+	Secret SecretRef
+	// SecretsDirectory, when set, receives them instead, as the config's
+	// global.secretsDirectory.
+	SecretsDirectory string
+}
+
+// InlineCredential is one vCenter's inline user and password, moved out of
+// the config by Encode: the caller writes them to the Secret or directory
+// of EncodeOptions.
+type InlineCredential struct {
+	VCenter string
+	Server  string
+	secret.Credentials
+}
+
 // Encode writes cfg as canonical YAML: every inherited value and default
 // written out per vCenter, so the result reads the same without knowing the
-// inheritance rules. Parsing the result gives back an equal Config, except
-// for inline passwords: Encode never writes a password. notes lists what was
-// left out and what to do about it.
-func Encode(cfg *Config) (out []byte, notes []string, err error) {
+// inheritance rules. Encode never writes a password: the vCenters whose
+// credentials were inline (user and password in the config) reference the
+// Secret or directory of opts instead, and moved lists their credentials for
+// the caller to write there. Parsing the result gives back an equal Config,
+// those credentials aside. notes lists what changed and what to do.
+func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredential, notes []string, err error) {
+	if opts.Secret == (SecretRef{}) {
+		opts.Secret = DefaultConvertSecret
+	}
+	if opts.SecretsDirectory != "" && cfg.Global.SecretsDirectory != "" && opts.SecretsDirectory != cfg.Global.SecretsDirectory {
+		return nil, nil, nil, fmt.Errorf("config: the config already reads the secrets directory %s; move the inline credentials to a Secret, or to that directory", cfg.Global.SecretsDirectory)
+	}
 	f := yamlFile{
 		Global: yamlGlobal{
 			SecretsDirectory:   cfg.Global.SecretsDirectory,
@@ -95,7 +129,6 @@ func Encode(cfg *Config) (out []byte, notes []string, err error) {
 			Thumbprint:         vc.Thumbprint,
 			SOAPRoundtripCount: vc.SOAPRoundtripCount,
 			IPFamily:           vc.IPFamilies,
-			User:               vc.Credentials.User,
 		}
 		if y.Datacenters == nil {
 			y.Datacenters = []string{}
@@ -110,16 +143,47 @@ func Encode(cfg *Config) (out []byte, notes []string, err error) {
 			st := vc.StaticTopology
 			y.StaticTopology = &st
 		}
-		if vc.Credentials.Password.IsSet() {
-			notes = append(notes, fmt.Sprintf("vcenter %q: the inline password was not written; keep credentials in a Secret (secretName/secretNamespace) or global.secretsDirectory", vc.Name))
-		}
 		f.VCenter[vc.Name] = y
+		if vc.Credentials.HasInline() {
+			moved = append(moved, InlineCredential{VCenter: vc.Name, Server: vc.Server,
+				Credentials: secret.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}})
+		} else if vc.Credentials.User != "" || vc.Credentials.Password.IsSet() {
+			notes = append(notes, fmt.Sprintf("vcenter %q: an incomplete inline user or password was not written", vc.Name))
+		}
+	}
+	for _, m := range moved {
+		y := f.VCenter[m.VCenter]
+		vc, _ := cfg.VCenter(m.VCenter)
+		switch {
+		case opts.SecretsDirectory != "":
+			f.Global.SecretsDirectory = opts.SecretsDirectory
+			if vc.Credentials.Secret != nil || vc.Credentials.GlobalSecret != nil {
+				notes = append(notes, fmt.Sprintf("vcenter %q: its Secret still takes precedence over the secrets directory its inline credentials moved to, as it did over them", m.VCenter))
+			}
+		case y.SecretName == "" && (f.Global.SecretName == "" || SecretRef{Namespace: f.Global.SecretNamespace, Name: f.Global.SecretName} == opts.Secret):
+			f.Global.SecretName, f.Global.SecretNamespace = opts.Secret.Name, opts.Secret.Namespace
+		case y.SecretName == "":
+			// global names another Secret: this vCenter names its own,
+			// which comes first; the other Secret came first before.
+			y.SecretName, y.SecretNamespace = opts.Secret.Name, opts.Secret.Namespace
+			f.VCenter[m.VCenter] = y
+			notes = append(notes, fmt.Sprintf("vcenter %q: its credentials moved to Secret %s, named by the vCenter; the global Secret %s/%s, which came before the inline credentials, now comes after", m.VCenter, opts.Secret, f.Global.SecretNamespace, f.Global.SecretName))
+		default:
+			notes = append(notes, fmt.Sprintf("vcenter %q: its own Secret takes precedence; its inline credentials moved to Secret %s are a fallback no longer read: put them in its Secret if needed", m.VCenter, opts.Secret))
+		}
+	}
+	if len(moved) > 0 {
+		where := "Secret " + opts.Secret.String()
+		if opts.SecretsDirectory != "" {
+			where = "the secrets directory " + opts.SecretsDirectory
+		}
+		notes = append(notes, fmt.Sprintf("the inline credentials of %d vCenter(s) are not in the config: it reads them from %s", len(moved), where))
 	}
 	out, err = yaml.Marshal(f)
 	if err != nil {
-		return nil, nil, fmt.Errorf("config: encode YAML: %w", err)
+		return nil, nil, nil, fmt.Errorf("config: encode YAML: %w", err)
 	}
-	return out, notes, nil
+	return out, moved, notes, nil
 }
 
 func prefixStrings(ps []netip.Prefix) []string {

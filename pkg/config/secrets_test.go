@@ -30,7 +30,7 @@ func TestPasswordNeverPrinted(t *testing.T) {
 			}
 			if cfg != nil {
 				js, _ := json.Marshal(cfg)
-				enc, notes, encErr := Encode(cfg)
+				enc, _, notes, encErr := Encode(cfg, EncodeOptions{})
 				if encErr != nil {
 					t.Fatal(encErr)
 				}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+)
+
+// newConvertCommand is `config convert`: the canonical YAML of a config on
+// stdout, its inline credentials moved to a Secret manifest or a secrets
+// directory (--secret-out), never to stdout.
+func newConvertCommand(load func(string) (*config.Config, bool), stdout, stderr io.Writer) *cobra.Command {
+	var secretOut string
+	ref := config.DefaultConvertSecret
+	cmd := &cobra.Command{
+		Use:   "convert FILE",
+		Short: "Write the equivalent canonical YAML of a cloud-config (INI or YAML) to stdout",
+		Long: `Write the equivalent canonical YAML of a cloud-config (INI or YAML) to stdout:
+every inherited value and default written out per vCenter. Passwords are never
+written to stdout: the vCenters whose user and password were inline read them
+from the Secret --secret-name in --secret-namespace instead, and --secret-out
+writes their credentials there: a Secret manifest (FILE), or files named like
+the Secret's keys in a directory (a path ending in /, or an existing directory)
+that the converted config names as global.secretsDirectory. Existing files
+are never overwritten.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, ok := load(args[0])
+			if !ok {
+				return exitError{1}
+			}
+			opts := config.EncodeOptions{Secret: ref}
+			toDir := false
+			if secretOut != "" {
+				if fi, err := os.Stat(secretOut); (err == nil && fi.IsDir()) || strings.HasSuffix(secretOut, "/") {
+					toDir = true
+					opts.SecretsDirectory = filepath.Clean(secretOut)
+				}
+			}
+			out, moved, notes, err := config.Encode(cfg, opts)
+			if err != nil {
+				return err
+			}
+			data := credentialData(moved)
+			switch {
+			case len(moved) == 0:
+			case secretOut == "":
+				notes = append(notes, fmt.Sprintf("create Secret %s with their credentials: run again with --secret-out FILE (a manifest) or --secret-out DIR/ (files)", ref))
+			case toDir:
+				if err := writeSecretFiles(opts.SecretsDirectory, data); err != nil {
+					return err
+				}
+				notes = append(notes, fmt.Sprintf("credentials written to %s (mode 0600); mount that directory at %s in the CCM's pod", opts.SecretsDirectory, opts.SecretsDirectory))
+			default:
+				if err := writeSecretManifest(secretOut, ref, data); err != nil {
+					return err
+				}
+				notes = append(notes, fmt.Sprintf("credentials written to %s (mode 0600): kubectl apply -f %s", secretOut, secretOut))
+			}
+			for _, n := range notes {
+				fmt.Fprintln(stderr, "note:", n)
+			}
+			_, err = stdout.Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&secretOut, "secret-out", "", "write the inline credentials to this Secret manifest, or to this directory (ending in /) as files")
+	cmd.Flags().StringVar(&ref.Name, "secret-name", ref.Name, "the Secret the converted config reads moved credentials from")
+	cmd.Flags().StringVar(&ref.Namespace, "secret-namespace", ref.Namespace, "its namespace")
+	return cmd
+}
+
+// credentialData lays credentials out as the CCM reads them from a Secret
+// or a directory: <server>.username and <server>.password, or server_<n>,
+// username_<n> and password_<n> for a server that is not a valid key (an
+// IPv6 address).
+func credentialData(moved []config.InlineCredential) map[string][]byte {
+	data := map[string][]byte{}
+	n := 0
+	for _, m := range moved {
+		if len(validation.IsConfigMapKey(m.Server+".username")) == 0 {
+			data[m.Server+".username"] = []byte(m.Username)
+			data[m.Server+".password"] = []byte(m.Password.Reveal())
+			continue
+		}
+		n++
+		id := strconv.Itoa(n)
+		data["server_"+id] = []byte(m.Server)
+		data["username_"+id] = []byte(m.Username)
+		data["password_"+id] = []byte(m.Password.Reveal())
+	}
+	return data
+}
+
+func writeSecretManifest(path string, ref config.SecretRef, data map[string][]byte) error {
+	s := corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
+	b, err := yaml.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode Secret %s: %w", ref, err)
+	}
+	return writeNew(path, b)
+}
+
+func writeSecretFiles(dir string, data map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--secret-out: %w", err)
+	}
+	for k, v := range data {
+		if err := writeNew(filepath.Join(dir, k), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeNew writes a file readable by its owner only, never over an
+// existing one.
+func writeNew(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("--secret-out: %s exists; remove it or choose another path (credentials are never written over a file)", path)
+	}
+	if err != nil {
+		return fmt.Errorf("--secret-out: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("--secret-out: write %s: %w", path, err)
+	}
+	return f.Close()
+}
