@@ -57,7 +57,8 @@ deleted VMs. It never reports a VM deleted because a vCenter could not be asked.
 Operator commands:
   vsphere-cloud-controller-manager config validate FILE
   vsphere-cloud-controller-manager config convert FILE
-  vsphere-cloud-controller-manager topology explain --cloud-config FILE`
+  vsphere-cloud-controller-manager topology explain --cloud-config FILE
+  vsphere-cloud-controller-manager migrate preflight --cloud-config FILE --kubeconfig FILE`
 	cmd.SilenceUsage = true
 	cmd.SilenceErrors = true
 	cmd.SetGlobalNormalizationFunc(cliflag.WordSepNormalizeFunc)

@@ -21,7 +21,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 // operator commands (config, topology), or else the controller manager,
 // which runs until ctx ends.
 func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "config" && args[0] != "topology") {
+	if len(args) == 0 || (args[0] != "config" && args[0] != "topology" && args[0] != "migrate") {
 		return runCCM(ctx, args, env, stdout, stderr)
 	}
 	root := newRootCommand(ctx, env, stdout, stderr)
@@ -68,7 +68,7 @@ func newRootCommand(ctx context.Context, env []string, stdout, stderr io.Writer)
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newConfigCommand(env, stdout, stderr), newTopologyCommand(ctx, env, stdout, stderr))
+	root.AddCommand(newConfigCommand(env, stdout, stderr), newTopologyCommand(ctx, env, stdout, stderr), newMigrateCommand(ctx, env, stdout, stderr))
 	return root
 }
 

@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
@@ -57,38 +55,19 @@ found, 1 on errors.`,
 			if !ok {
 				return exitError{1}
 			}
-			var kube kubernetes.Interface
-			if kubeconfig != "" {
-				rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-				if err != nil {
-					return fmt.Errorf("--kubeconfig: %w", err)
-				}
-				if kube, err = kubernetes.NewForConfig(rc); err != nil {
-					return err
-				}
+			kube, err := kubeClient(kubeconfig)
+			if err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.Background(), "explain").V(1))
 			// Every VM is explained unless one is asked for.
-			p, err := provider.New(cfg, provider.Options{AllVMDetails: nodeName == "" && uuid == ""})
+			p, err := startOneShot(ctx, cfg, kube, provider.Options{AllVMDetails: nodeName == "" && uuid == ""})
 			if err != nil {
 				return err
 			}
-			if err := p.Start(ctx, kube); err != nil {
-				if kube == nil {
-					return fmt.Errorf("%w; pass --kubeconfig to read them", err)
-				}
-				return err
-			}
 			defer p.Close()
-			// A one-shot command waits for each vCenter's first attempt and
-			// for the caches (within --timeout); vCenters that are down are
-			// reported, not waited for.
-			if err := p.Pool().WaitFirstAttempt(ctx); err != nil {
-				return fmt.Errorf("vCenters not tried within --timeout: %w", err)
-			}
-			p.WaitForUsable(ctx)
 			var vms []inventory.VM
 			opts := provider.ExplainOptions{CSI: csi}
 			switch {

@@ -1,7 +1,7 @@
 // Command vsphere-cloud-controller-manager is the Kubernetes cloud
 // controller manager for VMware vSphere, and the operator's tool for its
-// cloud-config (config validate, config convert) and topology (topology
-// explain).
+// cloud-config (config validate, config convert), topology (topology
+// explain) and migration from another vSphere CCM (migrate preflight).
 package main
 
 import (

@@ -436,27 +436,41 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, e
 // region and labels of the node's VM.
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	p.opts.Metrics.call("InstanceMetadata")
-	md, err := p.instanceMetadata(ctx, node)
+	md, vm, topo, err := p.metadata(ctx, node)
+	if err == nil {
+		p.noticeTopology(ctx, node, vm, topo)
+	}
 	p.events.warn(node, err, true)
 	p.waiting.note(node.Name, err)
 	return md, err
 }
 
-func (p *Provider) instanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+// Preview returns what InstanceMetadata would return for node, without
+// any of its effects: no event, no retry bookkeeping, no Node written
+// (migration preflight, one-shot tools).
+func (p *Provider) Preview(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	if !p.ready() {
+		return nil, p.notReady()
+	}
+	md, _, _, err := p.metadata(ctx, node)
+	return md, err
+}
+
+// metadata finds node's VM and computes its metadata; it has no effects.
+func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, inventory.VM, topology.Result, error) {
 	vm, err := p.FindVM(ctx, node)
 	if err != nil {
-		return nil, err
+		return nil, vm, topology.Result{}, err
 	}
 	vc, _ := p.cfg.VCenter(vm.VCenter)
 	addrs, err := Addresses(vm, node.Name, p.cfg.Nodes, vc.IPFamilies)
 	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", node.Name, err)
+		return nil, vm, topology.Result{}, fmt.Errorf("node %s: %w", node.Name, err)
 	}
 	topo, err := p.topo.Resolve(ctx, vm)
 	if err != nil {
-		return nil, fmt.Errorf("node %s (VM %s): %w", node.Name, vm.Location(), err)
+		return nil, vm, topo, fmt.Errorf("node %s (VM %s): %w", node.Name, vm.Location(), err)
 	}
-	p.noticeTopology(ctx, node, vm, topo)
 	md := &cloudprovider.InstanceMetadata{
 		ProviderID:       p.providerID(vm),
 		InstanceType:     InstanceType(vm),
@@ -477,5 +491,5 @@ func (p *Provider) instanceMetadata(ctx context.Context, node *v1.Node) (*cloudp
 			md.AdditionalLabels[k] = v
 		}
 	}
-	return md, nil
+	return md, vm, topo, nil
 }

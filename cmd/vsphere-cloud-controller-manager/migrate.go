@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/preflight"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+)
+
+// preflightReport is the -o json output of migrate preflight.
+type preflightReport struct {
+	Nodes       int                    `json:"nodes"`
+	Blocking    bool                   `json:"blocking"`
+	Differences []preflight.Difference `json:"differences"`
+}
+
+func newMigrateCommand(ctx context.Context, env []string, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Prepare the switch from another vSphere CCM (kubernetes/cloud-provider-vsphere, in-tree)",
+	}
+	var (
+		cloudConfig, kubeconfig, output string
+		timeout                         time.Duration
+	)
+	pre := &cobra.Command{
+		Use:   "preflight",
+		Short: "Compare every Node's providerID, zone, region, instance type and addresses with what this CCM would set",
+		Long: `Connects to the vCenters of a cloud-config (credentials from the Secrets it names,
+read with --kubeconfig, a secrets directory, or inline) and, for every Node of the
+cluster, compares what the running CCM set (providerID, GA and beta zone and
+region labels, instance type labels, addresses) with what this CCM would set.
+Nothing is written: no Node, no event. Kubernetes sets providerID and these
+labels only when it initializes a Node, so a providerID, zone or region that
+would differ stays on the Node and drifts: such differences, and Nodes whose VM
+is not found, block the switch. Exit status 0 when nothing blocks, 3 when
+something does, 1 on errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if cloudConfig == "" || kubeconfig == "" {
+				return fmt.Errorf("--cloud-config and --kubeconfig are required")
+			}
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o %q: use table or json", output)
+			}
+			cfg, ok := load(cloudConfig, env, stderr)
+			if !ok {
+				return exitError{1}
+			}
+			kube, err := kubeClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.Background(), "preflight").V(1))
+			nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("list Nodes: %w", err)
+			}
+			p, err := startOneShot(ctx, cfg, kube, provider.Options{})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			r := preflightReport{Nodes: len(nodes.Items), Differences: []preflight.Difference{}}
+			for i := range nodes.Items {
+				n := &nodes.Items[i]
+				md, err := p.Preview(ctx, n)
+				r.Differences = append(r.Differences, preflight.Compare(n, md, err)...)
+			}
+			r.Blocking = preflight.Blocks(r.Differences)
+			if output == "json" {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			} else {
+				printPreflight(stdout, r)
+			}
+			if r.Blocking {
+				return exitError{3}
+			}
+			return nil
+		},
+	}
+	f := pre.Flags()
+	f.StringVar(&cloudConfig, "cloud-config", "", "path of this CCM's cloud-config (YAML or INI; the reference's file works as it is)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (Nodes, and the Secrets the config names)")
+	f.StringVarP(&output, "output", "o", "table", "table or json")
+	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+	cmd.AddCommand(pre)
+	return cmd
+}
+
+func printPreflight(w io.Writer, r preflightReport) {
+	if len(r.Differences) == 0 {
+		fmt.Fprintf(w, "%d Nodes checked: this CCM would set the same providerID, zone, region, instance type and addresses on every one.\n", r.Nodes)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tFIELD\tCURRENT\tWOULD BE\tIMPACT")
+	for _, d := range r.Differences {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Node, d.Field, dash(d.Current), dash(d.Would), d.Impact)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	seen := map[string]bool{}
+	for _, d := range r.Differences {
+		if key := string(d.Impact) + d.Why; !seen[key] {
+			seen[key] = true
+			fmt.Fprintf(w, "%s: %s\n", d.Impact, d.Why)
+		}
+	}
+	if r.Blocking {
+		fmt.Fprintf(w, "\n%d Nodes checked: do not switch yet; resolve the blocking differences first.\n", r.Nodes)
+	} else {
+		fmt.Fprintf(w, "\n%d Nodes checked: nothing blocks the switch.\n", r.Nodes)
+	}
+}

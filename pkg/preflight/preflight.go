@@ -1,0 +1,114 @@
+package preflight
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// Impact says what a difference means for the switch.
+type Impact string
+
+const (
+	// Blocking: the Node would keep a value that this CCM disagrees with,
+	// or could not be matched to a VM. Resolve before switching.
+	Blocking Impact = "blocking"
+	// Changes: the value will change after the switch (addresses, on the
+	// next status pass).
+	Changes Impact = "changes"
+	// Note: nothing changes on this Node, but new Nodes differ (a label
+	// this CCM would add only at initialization).
+	Note Impact = "note"
+)
+
+// Difference is one field of one Node that this CCM would set differently.
+type Difference struct {
+	Node    string `json:"node"`
+	Field   string `json:"field"`
+	Current string `json:"current"`
+	Would   string `json:"would"`
+	Impact  Impact `json:"impact"`
+	// Why says what the difference means and what to do.
+	Why string `json:"why"`
+}
+
+// labelPairs are the GA and beta labels of one dimension: the reference and
+// the in-tree provider set both.
+var labelPairs = []struct {
+	field   string
+	labels  []string
+	would   func(*cloudprovider.InstanceMetadata) string
+	impact  Impact
+	whyDiff string
+}{
+	{"zone", []string{v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
+		func(m *cloudprovider.InstanceMetadata) string { return m.Zone }, Blocking,
+		"the Node keeps its zone label after the switch while this CCM resolves another (TopologyDrift): Pods and volumes scheduled by zone disagree. Align the zone tags (or the labels.zone category) before switching, or plan labels.onDrift: relabel"},
+	{"region", []string{v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
+		func(m *cloudprovider.InstanceMetadata) string { return m.Region }, Blocking,
+		"the Node keeps its region label after the switch while this CCM resolves another: align the region tags (or the labels.region category) before switching"},
+	{"instanceType", []string{v1.LabelInstanceTypeStable, v1.LabelInstanceType},
+		func(m *cloudprovider.InstanceMetadata) string { return m.InstanceType }, Note,
+		"existing Nodes keep their instance type label; new Nodes get this one (node selectors and autoscalers that name instance types see both)"},
+}
+
+// Compare lists how md, what this CCM would set, differs from what node
+// carries. err is the lookup's error, if the Node could not be matched.
+func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error) []Difference {
+	if err != nil {
+		return []Difference{{Node: node.Name, Field: "vm", Current: node.Spec.ProviderID, Impact: Blocking,
+			Why: fmt.Sprintf("no VM found for this Node, so it would not be initialized or updated (it is never deleted without proof): %v", err)}}
+	}
+	var out []Difference
+	add := func(field, current, would string, impact Impact, why string) {
+		out = append(out, Difference{Node: node.Name, Field: field, Current: current, Would: would, Impact: impact, Why: why})
+	}
+	switch cur := node.Spec.ProviderID; {
+	case cur == "":
+		// Not initialized yet: this CCM initializes it; nothing to keep.
+	case !strings.EqualFold(cur, md.ProviderID):
+		add("providerID", cur, md.ProviderID, Blocking,
+			"spec.providerID is immutable: the Node keeps the old one, and this CCM would look it up by a UUID that is not its VM's. Find why the VM differs (a cloned or re-registered VM, another vCenter) before switching")
+	case cur != md.ProviderID:
+		add("providerID", cur, md.ProviderID, Note, "differs only in case: this CCM matches UUIDs without regard to case")
+	}
+	for _, p := range labelPairs {
+		would := p.would(md)
+		for _, l := range p.labels {
+			cur, ok := node.Labels[l]
+			switch {
+			case ok && cur != would:
+				add(p.field+" ("+l+")", cur, would, p.impact, p.whyDiff)
+			case !ok && would != "" && node.Spec.ProviderID != "":
+				add(p.field+" ("+l+")", "", would, Note, "the framework labels a Node only when it initializes it: this initialized Node stays without the label, new Nodes get it")
+			}
+		}
+	}
+	if cur, would := addresses(node.Status.Addresses), addresses(md.NodeAddresses); node.Spec.ProviderID != "" && cur != would {
+		add("addresses", cur, would, Changes,
+			"the node controller replaces the addresses on its next status pass: check the nodes.* address rules (subnets, VM networks, ipFamily) if this is not intended")
+	}
+	return out
+}
+
+// addresses formats addresses as a sorted "Type=address" list; the
+// Hostname address kubelet adds is left out (both CCMs keep it).
+func addresses(as []v1.NodeAddress) string {
+	var out []string
+	for _, a := range as {
+		if a.Type == v1.NodeHostName {
+			continue
+		}
+		out = append(out, string(a.Type)+"="+a.Address)
+	}
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), ",")
+}
+
+// Blocks reports whether any difference blocks the switch.
+func Blocks(ds []Difference) bool {
+	return slices.ContainsFunc(ds, func(d Difference) bool { return d.Impact == Blocking })
+}

@@ -1,0 +1,96 @@
+package preflight
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+const uuid = "vsphere://4211a1b2-0000-4000-8000-000000000001"
+
+// referenceNode is a Node as the reference CCM leaves it: providerID, GA and
+// beta zone, region and instance type labels, addresses.
+func referenceNode(mut func(*v1.Node)) *v1.Node {
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{
+			v1.LabelTopologyZone: "zone-a", v1.LabelFailureDomainBetaZone: "zone-a",
+			v1.LabelTopologyRegion: "region-1", v1.LabelFailureDomainBetaRegion: "region-1",
+			v1.LabelInstanceTypeStable: "vsphere-vm.cpu-2.mem-4gb.os-ubuntu", v1.LabelInstanceType: "vsphere-vm.cpu-2.mem-4gb.os-ubuntu",
+		}},
+		Spec: v1.NodeSpec{ProviderID: uuid},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
+			{Type: v1.NodeHostName, Address: "worker-1"},
+			{Type: v1.NodeExternalIP, Address: "10.0.0.5"}, {Type: v1.NodeInternalIP, Address: "10.0.0.5"},
+		}},
+	}
+	if mut != nil {
+		mut(n)
+	}
+	return n
+}
+
+func metadata(mut func(*cloudprovider.InstanceMetadata)) *cloudprovider.InstanceMetadata {
+	md := &cloudprovider.InstanceMetadata{ProviderID: uuid, InstanceType: "vsphere-vm.cpu-2.mem-4gb.os-ubuntu",
+		Zone: "zone-a", Region: "region-1",
+		NodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeExternalIP, Address: "10.0.0.5"}}}
+	if mut != nil {
+		mut(md)
+	}
+	return md
+}
+
+func TestCompare(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		node   *v1.Node
+		md     *cloudprovider.InstanceMetadata
+		err    error
+		fields []string // fields of the differences, in order
+		blocks bool
+	}{
+		{name: "same", node: referenceNode(nil), md: metadata(nil)},
+		{name: "providerID case only", node: referenceNode(func(n *v1.Node) { n.Spec.ProviderID = "vsphere://4211A1B2-0000-4000-8000-000000000001" }),
+			md: metadata(nil), fields: []string{"providerID"}},
+		{name: "other providerID", node: referenceNode(nil),
+			md: metadata(func(m *cloudprovider.InstanceMetadata) { m.ProviderID = "vsphere://4211a1b2-0000-4000-8000-000000000002" }),
+			fields: []string{"providerID"}, blocks: true},
+		{name: "other zone", node: referenceNode(nil), md: metadata(func(m *cloudprovider.InstanceMetadata) { m.Zone = "zone-b" }),
+			fields: []string{"zone (topology.kubernetes.io/zone)", "zone (failure-domain.beta.kubernetes.io/zone)"}, blocks: true},
+		{name: "zone lost", node: referenceNode(nil), md: metadata(func(m *cloudprovider.InstanceMetadata) { m.Zone = "" }),
+			fields: []string{"zone (topology.kubernetes.io/zone)", "zone (failure-domain.beta.kubernetes.io/zone)"}, blocks: true},
+		{name: "beta label only differs", node: referenceNode(func(n *v1.Node) { n.Labels[v1.LabelFailureDomainBetaRegion] = "old" }),
+			md: metadata(nil), fields: []string{"region (failure-domain.beta.kubernetes.io/region)"}, blocks: true},
+		{name: "no zone label, one would be set", node: referenceNode(func(n *v1.Node) {
+			delete(n.Labels, v1.LabelTopologyZone)
+			delete(n.Labels, v1.LabelFailureDomainBetaZone)
+		}), md: metadata(nil), fields: []string{"zone (topology.kubernetes.io/zone)", "zone (failure-domain.beta.kubernetes.io/zone)"}},
+		{name: "instance type", node: referenceNode(nil), md: metadata(func(m *cloudprovider.InstanceMetadata) { m.InstanceType = "vsphere-vm.cpu-4.mem-8gb.os-ubuntu" }),
+			fields: []string{"instanceType (node.kubernetes.io/instance-type)", "instanceType (beta.kubernetes.io/instance-type)"}},
+		{name: "addresses", node: referenceNode(nil), md: metadata(func(m *cloudprovider.InstanceMetadata) {
+			m.NodeAddresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}}
+		}), fields: []string{"addresses"}},
+		{name: "not initialized yet", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, md: metadata(nil)},
+		{name: "no VM", node: referenceNode(nil), err: errors.New("not found"), fields: []string{"vm"}, blocks: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := Compare(tc.node, tc.md, tc.err)
+			var fields []string
+			for _, d := range ds {
+				fields = append(fields, d.Field)
+				if d.Why == "" || d.Node != tc.node.Name {
+					t.Errorf("difference %+v: no node or why", d)
+				}
+			}
+			if !slices.Equal(fields, tc.fields) {
+				t.Errorf("fields %q, want %q", fields, tc.fields)
+			}
+			if Blocks(ds) != tc.blocks {
+				t.Errorf("blocks = %v, want %v: %+v", Blocks(ds), tc.blocks, ds)
+			}
+		})
+	}
+}
