@@ -56,7 +56,9 @@ func TestCompare(t *testing.T) {
 		{name: "providerID case only", node: referenceNode(func(n *v1.Node) { n.Spec.ProviderID = "vsphere://4211A1B2-0000-4000-8000-000000000001" }),
 			md: metadata(nil), fields: []string{"providerID"}},
 		{name: "other providerID", node: referenceNode(nil),
-			md: metadata(func(m *cloudprovider.InstanceMetadata) { m.ProviderID = "vsphere://4211a1b2-0000-4000-8000-000000000002" }),
+			md: metadata(func(m *cloudprovider.InstanceMetadata) {
+				m.ProviderID = "vsphere://4211a1b2-0000-4000-8000-000000000002"
+			}),
 			fields: []string{"providerID"}, blocks: true},
 		{name: "other zone", node: referenceNode(nil), md: metadata(func(m *cloudprovider.InstanceMetadata) { m.Zone = "zone-b" }),
 			fields: []string{"zone (topology.kubernetes.io/zone)", "zone (failure-domain.beta.kubernetes.io/zone)"}, blocks: true},
