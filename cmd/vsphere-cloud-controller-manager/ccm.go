@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,14 +19,42 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
+	genericcontrollermanager "k8s.io/controller-manager/app"
+	"k8s.io/controller-manager/controller"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
-// controllers are the controllers this provider serves: node
+// controllers are the framework's controllers this provider serves: node
 // initialization and node lifecycle. Service load balancers and routes are
-// not implemented by vSphere.
+// not implemented by vSphere. Ours, node-topology, is added beside them.
 var controllers = []string{names.CloudNodeController, names.CloudNodeLifecycleController}
+
+// nodeTopologyController registers the node-topology controller with the
+// controller manager like the framework's own: its name in --controllers,
+// on by default, started under leader election with the rest, on the
+// shared Node informer.
+func nodeTopologyController() app.ControllerInitFuncConstructor {
+	return app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: "node-topology-controller"},
+		Constructor: func(ic app.ControllerInitContext, cc *cloudconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				p, ok := cloud.(*provider.Provider)
+				if !ok || p == nil {
+					return nil, false, fmt.Errorf("%s: the cloud provider is not vSphere's", nodetopology.Name)
+				}
+				c, err := nodetopology.New(cc.ClientBuilder.ClientOrDie(ic.ClientName), cc.SharedInformers.Core().V1().Nodes(), p, nodetopology.Options{})
+				if err != nil {
+					return nil, false, err
+				}
+				// Like the framework's controllers: it runs until ctx ends.
+				go c.Run(ctx, 1)
+				return nil, true, nil
+			}
+		},
+	}
+}
 
 // newCCMCommand is k8s.io/cloud-provider's controller manager command (its
 // flags, leader election, health and metrics endpoints) with the vSphere
@@ -44,6 +73,7 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}) (*cobra
 	for _, n := range controllers {
 		ctrls[n] = app.DefaultInitFuncConstructors[n]
 	}
+	ctrls[nodetopology.Name] = nodeTopologyController()
 	var prov *provider.Provider
 	cmd := app.NewCloudControllerManagerCommand(opts,
 		func(*cloudconfig.CompletedConfig) cloudprovider.Interface { return prov },

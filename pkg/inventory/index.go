@@ -187,6 +187,16 @@ func (ix *Index) notifyLocked() {
 	ix.syncedCh = make(chan struct{})
 }
 
+// Changed returns a channel closed at the next change of the index: VM
+// details (host, power, guest), identities, clusters and their groups, or
+// a full read; then replaced. Consumers that follow placements (the
+// node-topology controller) wait on it instead of polling.
+func (ix *Index) Changed() <-chan struct{} {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.detailCh
+}
+
 // FullReads is the number of full reads completed: one at start, one
 // after every new session or lost collector.
 func (ix *Index) FullReads() uint64 {
@@ -483,8 +493,9 @@ func (d *data) unindex(id *ident) {
 
 // applyIdentity applies updates of the filter over every VM and object:
 // identities, names and parents; with details, the VMs' details too.
-// It reports whether details changed, the VMs (not templates) that
-// entered and the VMs that left.
+// It reports whether details or other objects (hosts, clusters and their
+// groups, folders) changed, the VMs (not templates) that entered and the
+// VMs that left.
 func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (changed bool, entered, left []string) {
 	for _, u := range updates {
 		r := u.Obj
@@ -521,6 +532,7 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (change
 			}
 			continue
 		}
+		changed = true
 		if u.Kind == types.ObjectUpdateKindLeave {
 			delete(d.objects, r)
 			continue

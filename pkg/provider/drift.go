@@ -11,9 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
@@ -141,7 +139,7 @@ func (d *drifts) all() []Drift {
 // (otherwise the framework's node controller copies the old beta value
 // back over the GA label). The framework writes topology labels only at
 // initialization, so nothing else would.
-func relabel(ctx context.Context, kube kubernetes.Interface, list []Drift) error {
+func Relabel(ctx context.Context, kube kubernetes.Interface, list []Drift) error {
 	if len(list) == 0 {
 		return nil
 	}
@@ -159,20 +157,4 @@ func relabel(ctx context.Context, kube kubernetes.Interface, list []Drift) error
 	}
 	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "vsphere-cloud-controller-manager"})
 	return err
-}
-
-// SetInformers implements cloudprovider.InformerUser: a deleted Node is
-// no longer counted as drifted. The Node informer is the one the node
-// controllers share, so this costs no extra watch.
-func (p *Provider) SetInformers(factory informers.SharedInformerFactory) {
-	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if n, ok := obj.(*v1.Node); ok {
-				p.drifts.forget(n.Name)
-			}
-		},
-	})
 }

@@ -5,44 +5,66 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
 )
 
-// noticeTopology tells operators, with events, what they should know about
-// a Node's topology that is not an error: a VM of a stretched cluster
-// outside its intended zone, a zone that vSphere CSI cannot see, and
-// drift of an initialized Node's labels (relabelling it when
-// labels.onDrift is relabel). It runs on every InstanceMetadata, which the
-// framework calls at initialization and on every node status pass.
-func (p *Provider) noticeTopology(ctx context.Context, node *v1.Node, vm inventory.VM, res topology.Result) {
-	if reason, msg := res.Placement.Warning(); reason != "" {
-		p.events.send(node, v1.EventTypeWarning, reason, fmt.Sprintf("VM %s: %s", vm.Location(), msg))
+// Observation is what operators should know about a Node's topology that
+// is not an error: a VM of a stretched cluster outside its intended zone,
+// a zone vSphere CSI cannot see, and drift of an initialized Node's labels.
+// Observe computes it; the node-topology controller acts on it (relabels
+// when Relabel is set) and hands it back to Report.
+type Observation struct {
+	VM       inventory.VM
+	Topology topology.Result
+	// Drift lists the Node's zone and region labels that differ from what
+	// its VM resolves to now; empty for a Node not initialized yet.
+	Drift []Drift
+	// Relabel: labels.onDrift is relabel, so Drift is to be patched.
+	Relabel bool
+}
+
+// Observe finds node's VM and compares its topology with the Node's
+// labels. It has no effects: no event, no write (lookups may ask the
+// inventory for the VM's details).
+func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, error) {
+	if !p.ready() {
+		return Observation{}, p.notReady()
+	}
+	_, vm, res, err := p.metadata(ctx, node)
+	if err != nil {
+		return Observation{}, err
+	}
+	return Observation{VM: vm, Topology: res, Drift: p.nodeDriftOf(node, vm, res),
+		Relabel: p.cfg.Labels.OnDrift == config.DriftRelabel}, nil
+}
+
+// Report records an Observation of node: events (each repeat suppressed
+// for 10 minutes) and the drift gauge. relabelled says the caller patched
+// obs.Drift onto the Node: a TopologyRelabelled event instead of drift.
+func (p *Provider) Report(node *v1.Node, obs Observation, relabelled bool) {
+	if reason, msg := obs.Topology.Placement.Warning(); reason != "" {
+		p.events.send(node, v1.EventTypeWarning, reason, fmt.Sprintf("VM %s: %s", obs.VM.Location(), msg))
 	}
 	for _, v := range []struct {
 		what string
 		val  *topology.Value
-	}{{"zone", res.Zone}, {"region", res.Region}} {
+	}{{"zone", obs.Topology.Zone}, {"region", obs.Topology.Region}} {
 		if v.val != nil && v.val.Source == topology.SourceVMTag {
 			p.events.send(node, v1.EventTypeWarning, ReasonTopologyNotVisibleToCSI, fmt.Sprintf(
 				"the %s %q comes from %s; vSphere CSI reads tags only on the host, cluster, host folders and datacenter, so its topology for this Node differs: tag the host chain instead (docs/csi.md)",
 				v.what, v.val.Value, v.val.From))
 		}
 	}
-	list := p.nodeDriftOf(node, vm, res)
-	if len(list) > 0 && p.cfg.Labels.OnDrift == config.DriftRelabel && p.kube != nil {
-		if err := relabel(ctx, p.kube, list); err != nil {
-			klog.FromContext(ctx).Error(err, "Relabelling a drifted Node failed", "node", node.Name)
-		} else {
-			for _, d := range list {
-				p.events.send(node, v1.EventTypeNormal, ReasonTopologyRelabelled, fmt.Sprintf(
-					"%s changed from %q to %q (%s; labels.onDrift: relabel)", d.Label, d.Labelled, d.Now, d.From))
-			}
-			list = nil
+	list := obs.Drift
+	if relabelled {
+		for _, d := range list {
+			p.events.send(node, v1.EventTypeNormal, ReasonTopologyRelabelled, fmt.Sprintf(
+				"%s changed from %q to %q (%s; labels.onDrift: relabel)", d.Label, d.Labelled, d.Now, d.From))
 		}
+		list = nil
 	}
 	p.drifts.set(node.Name, list)
 	for _, d := range list {
@@ -50,3 +72,11 @@ func (p *Provider) noticeTopology(ctx context.Context, node *v1.Node, vm invento
 			"; the label is kept, since volumes and workloads rely on it (labels.onDrift: keep). Move the VM back, or re-register the Node, or set labels.onDrift: relabel")
 	}
 }
+
+// Forget drops what Report recorded about a deleted Node.
+func (p *Provider) Forget(node string) { p.drifts.forget(node) }
+
+// Changed returns a channel closed at the next change that may change an
+// Observation: an inventory change (placement, power, groups), a tag
+// refresh, a vCenter's health; then replaced.
+func (p *Provider) Changed() <-chan struct{} { return p.changes.C() }

@@ -24,6 +24,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
@@ -73,8 +74,9 @@ type Provider struct {
 	topo  *topology.Resolver
 
 	events  *events
-	waiting *waiting // Nodes to retry when a vCenter becomes usable
-	drifts  *drifts  // initialized Nodes whose labels no longer match their VM
+	waiting *waiting        // Nodes to retry when a vCenter becomes usable
+	drifts  *drifts         // initialized Nodes whose labels no longer match their VM
+	changes notify.Notifier // see Changed
 	kube    kubernetes.Interface
 
 	startMu   sync.Mutex    // serializes Start and Close
@@ -436,10 +438,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, e
 // region and labels of the node's VM.
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	p.opts.Metrics.call("InstanceMetadata")
-	md, vm, topo, err := p.metadata(ctx, node)
-	if err == nil {
-		p.noticeTopology(ctx, node, vm, topo)
-	}
+	md, _, _, err := p.metadata(ctx, node)
 	p.events.warn(node, err, true)
 	p.waiting.note(node.Name, err)
 	return md, err

@@ -69,15 +69,33 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 			m.Refresh(p)
 		}
 	}
+	// Each channel is taken again before Changed's waiters are woken, so
+	// that a change is either seen by them or fires the new channel.
+	tc := p.topo.Cache(ix.VCenter())
+	var tags <-chan struct{} // nil (never ready) without a tag cache
+	if tc != nil {
+		tags = tc.Changed()
+	}
+	changed := ix.Changed()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.HealthChanged():
 			refresh()
+			p.changes.Notify()
+			continue
+		case <-changed:
+			changed = ix.Changed()
+			p.changes.Notify()
+			continue
+		case <-tags:
+			tags = tc.Changed()
+			p.changes.Notify()
 			continue
 		case <-ix.Synced():
 			refresh()
+			p.changes.Notify()
 		}
 		if p.kube == nil {
 			continue

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
 
@@ -50,6 +51,7 @@ type Cache struct {
 	err       error
 	flight    *flight       // the full refresh under way
 	first     chan struct{} // closed at the first completed full refresh
+	changed   notify.Notifier
 }
 
 // catalog is the categories and tags of interest of one vCenter.
@@ -162,8 +164,14 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	close(f.done)
+	if err == nil {
+		c.changed.Notify()
+	}
 	return err
 }
+
+// Changed returns a channel closed after the next successful refresh.
+func (c *Cache) Changed() <-chan struct{} { return c.changed.C() }
 
 func (c *Cache) readAll(ctx context.Context) (*catalog, map[types.ManagedObjectReference][]string, error) {
 	attached := map[types.ManagedObjectReference][]string{}

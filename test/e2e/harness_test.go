@@ -226,8 +226,15 @@ func (h *harness) events(name string) ([]v1.Event, error) {
 // whose message contains every one of texts.
 func (h *harness) waitEvent(t *testing.T, name, reason string, texts ...string) v1.Event {
 	t.Helper()
+	return h.waitEventWithin(t, 60*time.Second, name, reason, texts...)
+}
+
+// waitEventWithin is waitEvent with a deadline: an event later than that
+// fails the test.
+func (h *harness) waitEventWithin(t *testing.T, within time.Duration, name, reason string, texts ...string) v1.Event {
+	t.Helper()
 	var found v1.Event
-	poll.NoError(t, reason+" event on "+name, 60*time.Second, func() error {
+	poll.NoError(t, reason+" event on "+name, within, func() error {
 		evs, err := h.events(name)
 		if err != nil {
 			return err

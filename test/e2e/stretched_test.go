@@ -217,3 +217,30 @@ func TestRelabelSticks(t *testing.T) {
 		t.Errorf("TopologyRelabelled events: %+v, want one, once, from zone-b to zone-a", relabelled)
 	}
 }
+
+// TestTopologySeenWithoutStatusPass: at the default
+// --node-status-update-frequency (5 minutes), a VM restarted on the other
+// site and a DRS group change are reported within 30 s, by the
+// node-topology controller, with no node status pass in between.
+func TestTopologySeenWithoutStatusPass(t *testing.T) {
+	h, s := setupStretched(t)
+	a := h.fleet.VCenter("vc-a")
+	c := h.startCCM("--node-status-update-frequency=5m")
+	h.registerAll(t)
+	h.waitLabels(t, s.inA, "zone-a", "stretched")
+	h.waitLabels(t, s.inB, "zone-b", "stretched")
+	calls := `vsphere_ccm_instance_calls_total{method="InstanceMetadata"}`
+	before := c.metric(t, calls)
+
+	must(t, a.Relocate(h.ctx, s.inA.Ref, s.hostB))
+	h.waitEventWithin(t, 30*time.Second, s.inA.Name, topology.ReasonOutsideIntendedZone, `runs in zone "zone-b"`)
+
+	must(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
+		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-a-vms"}, Vm: []types.ManagedObjectReference{s.inA.Ref, s.inB.Ref}},
+		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-b-vms"}},
+	}, nil))
+	h.waitEventWithin(t, 30*time.Second, s.inB.Name, provider.ReasonTopologyDrift, `topology.kubernetes.io/zone is "zone-b"`, `now resolves to "zone-a"`)
+	if after := c.metric(t, calls); after >= before+float64(len(h.fleet.VMs())) {
+		t.Errorf("InstanceMetadata called %v times meanwhile: a status pass, not the controller, may have reported it", after-before)
+	}
+}

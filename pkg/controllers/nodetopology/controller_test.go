@@ -1,23 +1,34 @@
-package provider_test
+package nodetopology_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 // events drains what the fake recorder holds.
 func drain(rec *record.FakeRecorder) []string {
@@ -48,13 +59,25 @@ func hasEvent(events []string, prefix string, words ...string) bool {
 	return false
 }
 
-// TestTopologyDrift: an initialized Node whose VM moves to another zone
-// keeps its labels by default, with a TopologyDrift event and the gauge
-// at 1 until the VM is back; with labels.onDrift: relabel, its labels
-// follow the VM, with a TopologyRelabelled event.
+// TestTopologyDrift, against simulated vCenters with the real provider and
+// the controller on a fake API: an initialized Node whose VM moves to
+// another zone keeps its labels by default, with a TopologyDrift event and
+// the gauge at 1 until the VM is back; with labels.onDrift: relabel, its
+// labels follow the VM, with one TopologyRelabelled event. Nothing calls
+// InstanceMetadata: the move is seen through the inventory's change
+// notification, and the resync is an hour.
 func TestTopologyDrift(t *testing.T) {
-	e := stretched(t, "", nil)
-	a := e.fleet.VCenter("vc-a")
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1"}, Clusters: 2, Hosts: 2, VMs: 2})
+	must(t, err)
+	defer f.Close()
+	a := f.VCenter("vc-a")
+	for _, vm := range a.VMs {
+		must(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+		must(t, a.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, a.Datacenter(vm.Datacenter)))
+	}
 	var vm vcsim.VM
 	var other []vcsim.VM
 	for _, v := range a.VMs {
@@ -67,8 +90,10 @@ func TestTopologyDrift(t *testing.T) {
 	}
 	for _, policy := range []config.DriftPolicy{config.DriftKeep, config.DriftRelabel} {
 		t.Run(string(policy), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
 			head := "labels:\n  zone: k8s-zone\n  region: k8s-region\n  onDrift: " + string(policy) + "\n"
-			cfg, _, err := config.Parse("d.yaml", []byte(e.fleet.Config("global:\n  connectTimeout: 5s\n"+head, nil)), config.Options{})
+			cfg, _, err := config.Parse("d.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n"+head, nil)), config.Options{})
 			must(t, err)
 			rec := record.NewFakeRecorder(100)
 			m := provider.NewMetrics()
@@ -79,41 +104,42 @@ func TestTopologyDrift(t *testing.T) {
 			p, err := provider.New(cfg, provider.Options{Recorder: rec, Metrics: m, VCenter: vcenter.Options{RetryMin: 50 * time.Millisecond}})
 			must(t, err)
 			// The Node as the framework leaves it after initialization.
-			n := node(vm)
-			n.Spec.ProviderID = "vsphere://" + vm.UUID
-			n.Labels = map[string]string{v1.LabelTopologyZone: "zone-" + vm.Cluster, v1.LabelTopologyRegion: "region-vc-a-dc-1",
-				v1.LabelFailureDomainBetaZone: "zone-" + vm.Cluster, v1.LabelFailureDomainBetaRegion: "region-vc-a-dc-1"}
+			n := &v1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Labels: map[string]string{
+					v1.LabelTopologyZone: "zone-" + vm.Cluster, v1.LabelTopologyRegion: "region-dc-1",
+					v1.LabelFailureDomainBetaZone: "zone-" + vm.Cluster, v1.LabelFailureDomainBetaRegion: "region-dc-1"}},
+				Spec: v1.NodeSpec{ProviderID: "vsphere://" + vm.UUID},
+			}
 			kube := fake.NewClientset(n.DeepCopy())
-			must(t, p.Start(e.ctx, kube))
+			must(t, p.Start(ctx, kube))
 			defer p.Close()
-			must(t, p.WaitForSync(e.ctx))
+			must(t, p.WaitForSync(ctx))
+			factory := informers.NewSharedInformerFactory(kube, 0)
+			c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), p, nodetopology.Options{Resync: time.Hour})
+			must(t, err)
+			factory.Start(ctx.Done())
+			done := make(chan struct{})
+			go func() { c.Run(ctx, 1); close(done) }()
+			defer func() { cancel(); <-done; factory.Shutdown() }()
 			gauge := func(want string) error {
 				m.Refresh(p)
 				return testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP vsphere_ccm_nodes_topology_drifted [ALPHA] Initialized Nodes whose zone or region label no longer matches their VM (moved, retagged, regrouped), by the VM's vCenter.
 # TYPE vsphere_ccm_nodes_topology_drifted gauge
 vsphere_ccm_nodes_topology_drifted{vcenter="vc-a"} `+want+`
-vsphere_ccm_nodes_topology_drifted{vcenter="vc-b"} 0
-vsphere_ccm_nodes_topology_drifted{vcenter="vc-c"} 0
 `), "vsphere_ccm_nodes_topology_drifted")
-			}
-			if _, err := p.InstanceMetadata(e.ctx, n); err != nil {
-				t.Fatal(err)
 			}
 			if err := gauge("0"); err != nil {
 				t.Errorf("before the move: %v", err)
 			}
-			must(t, a.Relocate(e.ctx, vm.Ref, other[0].HostRef))
+			must(t, a.Relocate(ctx, vm.Ref, other[0].HostRef))
 			var events []string
-			poll.True(t, "the VM in its new zone", func() bool {
-				md, err := p.InstanceMetadata(e.ctx, n)
-				events = append(events, drain(rec)...)
-				return err == nil && md.Zone == "zone-vc-a-dc-1-c1"
-			})
-			got, err := kube.CoreV1().Nodes().Get(e.ctx, n.Name, metav1.GetOptions{})
-			must(t, err)
 			switch policy {
 			case config.DriftKeep:
+				poll.True(t, "a TopologyDrift event", func() bool {
+					events = append(events, drain(rec)...)
+					return hasEvent(events, "Warning TopologyDrift")
+				})
 				if !hasEvent(events, "Warning TopologyDrift", `"zone-vc-a-dc-1-c0"`, `"zone-vc-a-dc-1-c1"`, other[0].Host, "labels.onDrift") {
 					t.Errorf("no TopologyDrift event naming both zones and the host; events: %q", events)
 				}
@@ -127,43 +153,37 @@ vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
 `), "vsphere_ccm_node_events_total"); err != nil {
 					t.Error(err)
 				}
+				got, err := kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+				must(t, err)
 				if z := got.Labels[v1.LabelTopologyZone]; z != "zone-vc-a-dc-1-c0" {
 					t.Errorf("label changed to %q with onDrift: keep", z)
 				}
-				if ex := p.Explain(e.ctx, provider.ExplainOptions{}); len(ex.Drifted) != 1 || !strings.Contains(ex.Drifted[0], n.Name) {
+				if ex := p.Explain(ctx, provider.ExplainOptions{}); len(ex.Drifted) != 1 || !strings.Contains(ex.Drifted[0], n.Name) {
 					t.Errorf("explain drifted = %q", ex.Drifted)
 				}
 				// Back home: no drift.
-				must(t, a.Relocate(e.ctx, vm.Ref, vm.HostRef))
-				poll.True(t, "the drift to end", func() bool {
-					_, err := p.InstanceMetadata(e.ctx, n)
-					return err == nil && gauge("0") == nil
-				})
+				must(t, a.Relocate(ctx, vm.Ref, vm.HostRef))
+				poll.True(t, "the drift to end", func() bool { return gauge("0") == nil })
 			case config.DriftRelabel:
-				for _, l := range []string{v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone} {
-					if z := got.Labels[l]; z != "zone-vc-a-dc-1-c1" {
-						t.Errorf("%s = %q, want the VM's new zone with onDrift: relabel (GA and beta together)", l, z)
-					}
-				}
-				if got.Labels[v1.LabelFailureDomainBetaRegion] != "region-vc-a-dc-1" {
+				poll.True(t, "the labels to follow the VM", func() bool {
+					got, err := kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+					return err == nil && got.Labels[v1.LabelTopologyZone] == "zone-vc-a-dc-1-c1" && got.Labels[v1.LabelFailureDomainBetaZone] == "zone-vc-a-dc-1-c1"
+				})
+				got, err := kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+				must(t, err)
+				if got.Labels[v1.LabelFailureDomainBetaRegion] != "region-dc-1" {
 					t.Errorf("beta region %q changed", got.Labels[v1.LabelFailureDomainBetaRegion])
 				}
+				// The relabelled Node comes back through the informer and
+				// is observed again: no drift, no second event.
+				poll.True(t, "the relabelled Node observed", func() bool {
+					events = append(events, drain(rec)...)
+					return hasEvent(events, "Normal TopologyRelabelled") && gauge("0") == nil
+				})
 				if !hasEvent(events, "Normal TopologyRelabelled", `"zone-vc-a-dc-1-c0"`, `"zone-vc-a-dc-1-c1"`) {
 					t.Errorf("no TopologyRelabelled event; events: %q", events)
 				}
-				var relabelled int
-				for _, ev := range events {
-					if strings.HasPrefix(ev, "Normal TopologyRelabelled") {
-						relabelled++
-					}
-				}
-				if relabelled != 1 {
-					t.Errorf("%d TopologyRelabelled events, want 1: %q", relabelled, events)
-				}
-				if err := gauge("0"); err != nil {
-					t.Error(err)
-				}
-				must(t, a.Relocate(e.ctx, vm.Ref, vm.HostRef))
+				must(t, a.Relocate(ctx, vm.Ref, vm.HostRef))
 			}
 		})
 	}

@@ -1,0 +1,194 @@
+package nodetopology
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+)
+
+// Name is the controller's name in --controllers.
+const Name = "node-topology"
+
+// Source is what the controller needs of the provider.
+type Source interface {
+	// Changed is closed at the next change that may change an
+	// Observation, then replaced.
+	Changed() <-chan struct{}
+	// Observe computes a Node's Observation, without effects.
+	Observe(ctx context.Context, node *v1.Node) (provider.Observation, error)
+	// Report records an Observation: events and gauges.
+	Report(node *v1.Node, obs provider.Observation, relabelled bool)
+	// Forget drops what Report recorded about a deleted Node.
+	Forget(node string)
+}
+
+// Options tune the controller; the zero value is the default.
+type Options struct {
+	// Resync re-observes every Node this often even without a change
+	// notification (default 5 minutes), as informers resync.
+	Resync time.Duration
+	// Relabel patches the Node's labels; default provider.Relabel.
+	Relabel func(ctx context.Context, kube kubernetes.Interface, list []provider.Drift) error
+}
+
+// Controller observes Nodes when they or their VMs change.
+type Controller struct {
+	kube   kubernetes.Interface
+	nodes  corelisters.NodeLister
+	synced cache.InformerSynced
+	src    Source
+	queue  workqueue.TypedRateLimitingInterface[string]
+	opts   Options
+}
+
+// New returns a controller; Run starts it.
+func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source, opts Options) (*Controller, error) {
+	if opts.Resync == 0 {
+		opts.Resync = 5 * time.Minute
+	}
+	if opts.Relabel == nil {
+		opts.Relabel = provider.Relabel
+	}
+	c := &Controller{kube: kube, nodes: nodes.Lister(), src: src, opts: opts,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name})}
+	reg, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, cur any) {
+			o, n := old.(*v1.Node), cur.(*v1.Node)
+			// Labels, taints (initialization) and providerID matter; the
+			// kubelet's status heartbeats do not.
+			if !labels.Equals(o.Labels, n.Labels) || len(o.Spec.Taints) != len(n.Spec.Taints) || o.Spec.ProviderID != n.Spec.ProviderID {
+				c.enqueue(cur)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if n, ok := obj.(*v1.Node); ok {
+				c.src.Forget(n.Name)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: Node event handler: %w", Name, err)
+	}
+	c.synced = reg.HasSynced
+	return c, nil
+}
+
+func (c *Controller) enqueue(obj any) {
+	if n, ok := obj.(*v1.Node); ok {
+		c.queue.Add(n.Name)
+	}
+}
+
+// enqueueAll queues every Node the informer knows.
+func (c *Controller) enqueueAll() {
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, n := range nodes {
+		c.queue.Add(n.Name)
+	}
+}
+
+// Run observes Nodes with the given number of workers until ctx ends; it
+// returns once every goroutine it started has stopped.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	log := klog.FromContext(ctx).WithName(Name)
+	ctx = klog.NewContext(ctx, log)
+	var wg wait.Group
+	defer wg.Wait()
+	defer c.queue.ShutDown()
+	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced) {
+		return
+	}
+	log.Info("Started", "workers", workers, "resync", c.opts.Resync)
+	// Every change notification (and every resync) queues every Node:
+	// observing one costs no vSphere request, and the queue folds repeats.
+	wg.Start(func() {
+		tick := time.NewTicker(c.opts.Resync)
+		defer tick.Stop()
+		for {
+			changed := c.src.Changed()
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-tick.C:
+			}
+			c.enqueueAll()
+		}
+	})
+	for range workers {
+		wg.StartWithContext(ctx, func(ctx context.Context) {
+			for c.next(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) next(ctx context.Context) bool {
+	name, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(name)
+	if err := c.sync(ctx, name); err != nil {
+		klog.FromContext(ctx).Error(err, "Relabelling a drifted Node failed; retrying", "node", name)
+		c.queue.AddRateLimited(name)
+		return true
+	}
+	c.queue.Forget(name)
+	return true
+}
+
+// sync observes one Node, relabels it where the policy says so, and
+// reports. A Node whose VM cannot be looked up is left to the framework's
+// node controllers, which report the lookup error; a change notification
+// brings it back.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.src.Forget(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	obs, err := c.src.Observe(ctx, node)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Node not observed", "node", name, "err", err)
+		return nil
+	}
+	relabelled := false
+	if obs.Relabel && len(obs.Drift) > 0 {
+		if err := c.opts.Relabel(ctx, c.kube, obs.Drift); err != nil {
+			c.src.Report(node, obs, false)
+			return err
+		}
+		relabelled = true
+	}
+	c.src.Report(node, obs, relabelled)
+	return nil
+}
