@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
@@ -43,6 +44,8 @@ type Options struct {
 	Resync time.Duration
 	// Relabel patches the Node's labels; default provider.Relabel.
 	Relabel func(ctx context.Context, kube kubernetes.Interface, list []provider.Drift) error
+	// Clock drives the resync (default: the real clock).
+	Clock clock.WithTicker
 }
 
 // Controller observes Nodes when they or their VMs change.
@@ -62,6 +65,9 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 	}
 	if opts.Relabel == nil {
 		opts.Relabel = provider.Relabel
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	c := &Controller{kube: kube, nodes: nodes.Lister(), src: src, opts: opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -119,6 +125,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	var wg wait.Group
 	defer wg.Wait()
 	defer c.queue.ShutDown()
+	// Taken before any Node is observed, and again before every
+	// enqueueAll: a change is either seen by the observations that follow
+	// or fires the channel held.
+	changed := c.src.Changed()
 	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced) {
 		return
 	}
@@ -126,16 +136,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	// Every change notification (and every resync) queues every Node:
 	// observing one costs no vSphere request, and the queue folds repeats.
 	wg.Start(func() {
-		tick := time.NewTicker(c.opts.Resync)
+		tick := c.opts.Clock.NewTicker(c.opts.Resync)
 		defer tick.Stop()
 		for {
-			changed := c.src.Changed()
 			select {
 			case <-ctx.Done():
 				return
 			case <-changed:
-			case <-tick.C:
+			case <-tick.C():
 			}
+			changed = c.src.Changed()
 			c.enqueueAll()
 		}
 	})
