@@ -73,11 +73,12 @@ type Provider struct {
 	inv   *inventory.Inventory
 	topo  *topology.Resolver
 
-	events  *events
-	waiting *waiting        // Nodes to retry when a vCenter becomes usable
-	drifts  *drifts         // initialized Nodes whose labels no longer match their VM
-	changes notify.Notifier // see Changed
-	kube    kubernetes.Interface
+	events    *events
+	waiting   *waiting        // Nodes to retry when a vCenter becomes usable
+	drifts    *drifts         // initialized Nodes whose labels no longer match their VM
+	changes   notify.Notifier // see Changed
+	recovered notify.Notifier // see Recovered
+	kube      kubernetes.Interface
 
 	startMu   sync.Mutex    // serializes Start and Close
 	started   chan struct{} // closed once Start has succeeded: the fields above are set

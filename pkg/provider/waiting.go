@@ -2,32 +2,24 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	cloudproviderapi "k8s.io/cloud-provider/api"
-	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
 
 // AnnotationRetry is set on a Node that waits for initialization when a
-// vCenter becomes usable again. The change makes the node controller
+// vCenter becomes usable again (by the node-topology controller). The change makes the node controller
 // retry the Node at once: after failures its work queue backs off
 // exponentially (up to 1000 s), so without it a Node could wait many
 // minutes after its vCenter returned.
 const AnnotationRetry = "vsphere.vsphere-ccm.io/retry-requested"
 
-// waiting remembers the Nodes whose metadata lookup failed, and touches
-// those still uninitialized whenever a vCenter's inventory becomes current.
+// waiting remembers the Nodes whose metadata lookup failed.
 type waiting struct {
 	mu    sync.Mutex
 	nodes map[string]struct{}
@@ -59,11 +51,11 @@ func (w *waiting) list() []string {
 }
 
 // followVCenter reacts to one vCenter until ctx ends: a health change
-// refreshes the gauges; an inventory that becomes current refreshes them
-// and touches the Nodes waiting for initialization (p.kube may be nil in
-// tools, which have no Nodes to touch).
+// refreshes the gauges; every change that may change an Observation wakes
+// Changed's waiters; an inventory that becomes current also wakes
+// Recovered's (the node-topology controller then asks the framework to
+// retry the Nodes waiting for initialization).
 func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inventory.Index) {
-	log := klog.FromContext(ctx).WithName("retry").WithValues("vcenter", ix.VCenter())
 	refresh := func() {
 		if m := p.opts.Metrics; m != nil {
 			m.Refresh(p)
@@ -84,52 +76,36 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 		case <-c.HealthChanged():
 			refresh()
 			p.changes.Notify()
-			continue
 		case <-changed:
 			changed = ix.Changed()
 			p.changes.Notify()
-			continue
 		case <-tags:
 			tags = tc.Changed()
 			p.changes.Notify()
-			continue
 		case <-ix.Synced():
 			refresh()
 			p.changes.Notify()
-		}
-		if p.kube == nil {
-			continue
-		}
-		for _, name := range p.waiting.list() {
-			err := p.waiting.touch(ctx, p.kube, name)
-			switch {
-			case apierrors.IsNotFound(err):
-				p.waiting.note(name, nil)
-			case err != nil:
-				log.Error(err, "Could not ask for a retry of a Node waiting for initialization", "node", name)
-			}
+			p.recovered.Notify()
 		}
 	}
 }
 
-// touch annotates the Node if it still waits for initialization.
-func (w *waiting) touch(ctx context.Context, kube kubernetes.Interface, name string) error {
-	n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if !hasUninitializedTaint(n) {
-		w.note(name, nil) // initialized meanwhile; periodic updates need no nudge
-		return nil
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		AnnotationRetry: time.Now().UTC().Format(time.RFC3339Nano)}}})
-	_, err = kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err == nil {
-		klog.FromContext(ctx).V(2).Info("Asked for a retry of a Node waiting for initialization", "node", name)
-	}
-	return err
-}
+// Waiting lists the Nodes whose last lookup failed for a reason that may
+// pass (a vCenter down or not current, a VM not found yet).
+func (p *Provider) Waiting() []string { return p.waiting.list() }
+
+// Recovered returns a channel closed when a vCenter's inventory next
+// becomes current (after its first read, a re-login, an outage), then
+// replaced: Nodes waiting for it can be retried.
+func (p *Provider) Recovered() <-chan struct{} { return p.recovered.C() }
+
+// Initialized tells Waiting that a Node no longer waits (initialized,
+// deleted).
+func (p *Provider) Initialized(node string) { p.waiting.note(node, nil) }
+
+// HasUninitializedTaint reports whether the framework has yet to
+// initialize the Node.
+func HasUninitializedTaint(n *v1.Node) bool { return hasUninitializedTaint(n) }
 
 func hasUninitializedTaint(n *v1.Node) bool {
 	for _, t := range n.Spec.Taints {

@@ -2,12 +2,15 @@ package nodetopology
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -35,6 +38,12 @@ type Source interface {
 	Report(node *v1.Node, obs provider.Observation, relabelled bool)
 	// Forget drops what Report recorded about a deleted Node.
 	Forget(node string)
+	// Recovered is closed when a vCenter's inventory next becomes
+	// current, then replaced; Waiting lists the Nodes whose lookup failed
+	// meanwhile, and Initialized takes one off that list.
+	Recovered() <-chan struct{}
+	Waiting() []string
+	Initialized(node string)
 }
 
 // Options tune the controller; the zero value is the default.
@@ -149,6 +158,21 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			c.enqueueAll()
 		}
 	})
+	// A vCenter back: the Nodes waiting for it are retried now. The
+	// framework's node controller backs off exponentially (up to 1000 s)
+	// after failed initializations; a change of the Node brings it back.
+	recovered := c.src.Recovered()
+	wg.Start(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-recovered:
+			}
+			recovered = c.src.Recovered()
+			c.retryWaiting(ctx)
+		}
+	})
 	for range workers {
 		wg.StartWithContext(ctx, func(ctx context.Context) {
 			for c.next(ctx) {
@@ -201,4 +225,32 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	c.src.Report(node, obs, relabelled)
 	return nil
+}
+
+// retryWaiting annotates every Node that still waits for initialization
+// and whose lookup failed, so that the framework's node controller, which
+// reacts to Node updates, retries it at once.
+func (c *Controller) retryWaiting(ctx context.Context) {
+	log := klog.FromContext(ctx)
+	for _, name := range c.src.Waiting() {
+		n, err := c.nodes.Get(name)
+		switch {
+		case apierrors.IsNotFound(err):
+			c.src.Initialized(name)
+			continue
+		case err != nil:
+			log.Error(err, "Node not read", "node", name)
+			continue
+		case !provider.HasUninitializedTaint(n):
+			c.src.Initialized(name) // periodic updates need no nudge
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			provider.AnnotationRetry: c.opts.Clock.Now().UTC().Format(time.RFC3339Nano)}}})
+		if _, err := c.kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Name}); err != nil {
+			log.Error(err, "Could not ask for a retry of a Node waiting for initialization", "node", name)
+			continue
+		}
+		log.V(2).Info("Asked for a retry of a Node waiting for initialization", "node", name)
+	}
 }

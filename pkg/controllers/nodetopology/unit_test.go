@@ -3,6 +3,7 @@ package nodetopology_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,17 +19,20 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
 // fakeSource answers Observe from a table and records every Report on a
 // channel, so that tests wait for exactly what they expect.
 type fakeSource struct {
-	changed notify.Notifier
-	mu      sync.Mutex
-	obs     map[string]provider.Observation
-	err     map[string]error
-	reports chan report
-	forgot  chan string
+	changed   notify.Notifier
+	recovered notify.Notifier
+	waiting   []string
+	mu        sync.Mutex
+	obs       map[string]provider.Observation
+	err       map[string]error
+	reports   chan report
+	forgot    chan string
 }
 
 type report struct {
@@ -55,6 +59,20 @@ func (f *fakeSource) Report(n *v1.Node, obs provider.Observation, relabelled boo
 }
 
 func (f *fakeSource) Forget(node string) { f.forgot <- node }
+
+func (f *fakeSource) Recovered() <-chan struct{} { return f.recovered.C() }
+
+func (f *fakeSource) Waiting() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.waiting...)
+}
+
+func (f *fakeSource) Initialized(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waiting = slices.DeleteFunc(f.waiting, func(n string) bool { return n == node })
+}
 
 func (f *fakeSource) set(node string, obs provider.Observation, err error) {
 	f.mu.Lock()
@@ -188,5 +206,39 @@ func TestLookupErrorsLeftToTheFramework(t *testing.T) {
 	case r := <-src.reports:
 		t.Errorf("unexpected report %+v", r)
 	default:
+	}
+}
+
+// TestRetryWaiting: when a vCenter is back, the Nodes waiting for
+// initialization whose lookup failed are annotated (the framework's node
+// controller then retries them at once); an initialized Node leaves the
+// waiting list untouched.
+func TestRetryWaiting(t *testing.T) {
+	src := newFakeSource()
+	src.waiting = []string{"waits", "done"}
+	_, ctx := ktesting.NewTestContext(t)
+	kube, _ := start(t, src, nil)
+	for _, n := range []*v1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "waits"}, Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "done"}},
+	} {
+		if _, err := kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both observed once: the informer has them.
+	for range 2 {
+		src.next(t)
+	}
+	src.recovered.Notify()
+	poll.True(t, "the retry annotation", func() bool {
+		n, err := kube.CoreV1().Nodes().Get(ctx, "waits", metav1.GetOptions{})
+		return err == nil && n.Annotations[provider.AnnotationRetry] != ""
+	})
+	if w := src.Waiting(); !slices.Equal(w, []string{"waits"}) {
+		t.Errorf("waiting %v, want [waits]", w)
+	}
+	if n, err := kube.CoreV1().Nodes().Get(ctx, "done", metav1.GetOptions{}); err != nil || n.Annotations[provider.AnnotationRetry] != "" {
+		t.Errorf("the initialized Node was annotated: %v %v", err, n.Annotations)
 	}
 }
