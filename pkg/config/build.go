@@ -19,6 +19,9 @@ type builder struct {
 	reported map[string]bool
 	// ignoredSecret says why global.secretName is not used, if it is not.
 	ignoredSecret string
+	// globalInlineUnused lists the vCenters that read a Secret instead of
+	// global's inline user and password.
+	globalInlineUnused []string
 }
 
 func newBuilder(d *decoder) *builder {
@@ -163,6 +166,9 @@ func (b *builder) build(raw *rawConfig) *Config {
 	if len(cfg.VCenters) == 0 {
 		b.errorf("vcenter", "no vCenter configured; add one under vcenter.<name> with at least a server")
 	}
+	if len(b.globalInlineUnused) > 0 {
+		b.warnf("global.user", "global user and password are not used by %s, which read a Secret (as in the reference CCM); remove them, or give those vCenters their own", strings.Join(b.globalInlineUnused, ", "))
+	}
 	cfg.Labels = b.buildLabels(raw.Labels)
 	cfg.Nodes = b.buildNodes(raw.Nodes)
 	cfg.HostGroupZones = b.buildHostGroupZones(raw.HostGroupZones, cfg.VCenters)
@@ -270,10 +276,23 @@ func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global
 	} else if name != "" && ignored == "" {
 		ignored = b.ignoredSecret
 	}
-	cred.User = inherit(b, p, "user", c.User, gc.User, "", nonEmpty)
+	// A vCenter that reads a Secret does not inherit global's inline user
+	// and password (the reference uses the Secret alone then); its own
+	// inline credentials stay, after the Secret. The vCenter made from
+	// global.server has global's as its own.
+	_, implicit := b.origin[p]
+	usesSecret := (cred.Secret != nil || cred.GlobalSecret != nil) && !implicit
+	if usesSecret {
+		cred.User = deref(c.User)
+		if deref(c.User) == "" && deref(gc.User) != "" {
+			b.globalInlineUnused = append(b.globalInlineUnused, p)
+		}
+	} else {
+		cred.User = inherit(b, p, "user", c.User, gc.User, "", nonEmpty)
+	}
 	if c.Password != nil && c.Password.IsSet() {
 		cred.Password = *c.Password
-	} else if gc.Password != nil && gc.Password.IsSet() {
+	} else if gc.Password != nil && gc.Password.IsSet() && !usesSecret {
 		cred.Password = *gc.Password
 		b.origin[p+".password"] = "global.password"
 	}

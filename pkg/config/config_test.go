@@ -89,8 +89,9 @@ func TestInheritance(t *testing.T) {
 			Name: "inherits", Server: "vc-1.example.com", Port: 8443, Datacenters: []string{"dc-global"},
 			InsecureFlag: true, SOAPRoundtripCount: 3, IPFamilies: []IPFamily{IPv6},
 			Credentials: Credentials{
+				// It reads a Secret: global's inline user and password
+				// are not inherited, as in the reference.
 				GlobalSecret: &SecretRef{Namespace: "kube-system", Name: "creds"},
-				User:         "global-user", Password: secret.New("global-pass"),
 			},
 		},
 		{

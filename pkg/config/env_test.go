@@ -28,7 +28,7 @@ func TestEnvOverrides(t *testing.T) {
 		},
 		{
 			name: "values containing = are kept whole",
-			file: base,
+			file: "vcenter:\n  a:\n    server: vc-a.example.com\n",
 			env:  []string{"VSPHERE_USER=admin", "VSPHERE_PASSWORD=a=b==c"},
 			check: func(t *testing.T, cfg *Config) {
 				c := cfg.VCenters[0].Credentials

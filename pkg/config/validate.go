@@ -45,7 +45,9 @@ func newValidator() *validator.Validate {
 // written as colon-separated hex pairs, as vCenter and govc print them.
 var thumbprintRE = regexp.MustCompile(`^(?:[0-9A-Fa-f]{2}:){19}[0-9A-Fa-f]{2}$|^(?:[0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}$`)
 
-// validHost accepts an IP address or an RFC 1123 host name.
+// validHost accepts an IP address or an RFC 1123 host name, with
+// underscores allowed (internal DNS zones have them, Go's resolver and the
+// reference CCM accept them).
 func validHost(s string) bool {
 	if _, err := netip.ParseAddr(s); err == nil {
 		return true
@@ -54,7 +56,7 @@ func validHost(s string) bool {
 		return false
 	}
 	for _, label := range strings.Split(strings.TrimSuffix(s, "."), ".") {
-		if len(k8svalidation.IsDNS1123Label(strings.ToLower(label))) != 0 {
+		if len(k8svalidation.IsDNS1123Label(strings.ReplaceAll(strings.ToLower(label), "_", "x"))) != 0 {
 			return false
 		}
 	}
