@@ -57,6 +57,19 @@ type corpusVCenter struct {
 	RoundTripCount  int      `json:"roundTripCount,omitempty"`
 }
 
+// TestCorpusDocumented: docs/migration.md lists every corpus file.
+func TestCorpusDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/migration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range readCorpus(t) {
+		if !strings.Contains(string(doc), "`"+e.File+"`") {
+			t.Errorf("docs/migration.md does not list %s", e.File)
+		}
+	}
+}
+
 func readCorpus(t *testing.T) []corpusEntry {
 	t.Helper()
 	data, err := os.ReadFile("testdata/migration/MANIFEST.yaml")
