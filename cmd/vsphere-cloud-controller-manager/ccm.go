@@ -37,7 +37,7 @@ var controllers = []string{names.CloudNodeController, names.CloudNodeLifecycleCo
 // shared Node informer.
 func nodeTopologyController() app.ControllerInitFuncConstructor {
 	return app.ControllerInitFuncConstructor{
-		InitContext: app.ControllerInitContext{ClientName: "node-topology-controller"},
+		InitContext: app.ControllerInitContext{ClientName: nodetopology.ClientName},
 		Constructor: func(ic app.ControllerInitContext, cc *cloudconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 				p, ok := cloud.(*provider.Provider)

@@ -84,7 +84,12 @@ func Start(ctx context.Context, binDir, dir string) (*ControlPlane, error) {
 		"--unsafe-no-fsync", "--log-level=warn"); err != nil {
 		return nil, err
 	}
-	if err := cp.spawn(filepath.Join(binDir, "kube-apiserver"), "kube-apiserver",
+	audit, err := writeAuditPolicy(dir)
+	if err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	if err := cp.spawn(filepath.Join(binDir, "kube-apiserver"), "kube-apiserver", append(audit,
 		"--etcd-servers="+etcdClient,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		"--secure-port="+strconv.Itoa(ports[2]),
@@ -95,7 +100,7 @@ func Start(ctx context.Context, binDir, dir string) (*ControlPlane, error) {
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--authorization-mode=Node,RBAC",
 		"--enable-priority-and-fairness=false",
-		"--v=1"); err != nil {
+		"--v=1")...); err != nil {
 		cp.Stop()
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
@@ -216,6 +217,32 @@ func TestRelabelSticks(t *testing.T) {
 	if len(relabelled) != 1 || relabelled[0].Count > 1 || !strings.Contains(relabelled[0].Message, `"zone-b" to "zone-a"`) {
 		t.Errorf("TopologyRelabelled events: %+v, want one, once, from zone-b to zone-a", relabelled)
 	}
+	// The API server's audit log: the relabel (and the retry nudges of
+	// Nodes that waited for their vCenter at start) are the node-topology
+	// controller's; the provider, which answers the framework, wrote no Node.
+	writes := h.nodeWritesBy(t)
+	if writes["vsphere-cloud-controller-manager"] != 0 {
+		t.Errorf("the provider wrote Nodes: %v", writes)
+	}
+	if writes[nodetopology.ClientName] == 0 {
+		t.Errorf("Node writes by user agent: %v, want the relabel by %s", writes, nodetopology.ClientName)
+	}
+}
+
+// nodeWritesBy counts the successful Node writes of the CCM's clients, by
+// the client name that ends their user agent.
+func (h *harness) nodeWritesBy(t *testing.T) map[string]int {
+	t.Helper()
+	ws, err := h.cp.NodeWrites()
+	must(t, err)
+	out := map[string]int{}
+	for _, w := range ws {
+		if w.Code >= 300 || !strings.HasPrefix(w.UserAgent, "vsphere-cloud-controller-manager/") {
+			continue
+		}
+		out[w.UserAgent[strings.LastIndex(w.UserAgent, "/")+1:]]++
+	}
+	return out
 }
 
 // TestTopologySeenWithoutStatusPass: at the default

@@ -27,6 +27,9 @@ import (
 // Name is the controller's name in --controllers.
 const Name = "node-topology"
 
+// ClientName names its Kubernetes client (the end of its user agent).
+const ClientName = "node-topology-controller"
+
 // Source is what the controller needs of the provider.
 type Source interface {
 	// Changed is closed at the next change that may change an
