@@ -50,7 +50,7 @@ type env struct {
 type report struct{ measure, value, target string }
 
 func main() {
-	scenarios := flag.String("scenarios", "scale,site,failover,bigvc", "comma-separated scenarios to run")
+	scenarios := flag.String("scenarios", "scale,site,failover,drift,bigvc", "comma-separated scenarios to run")
 	n := flag.Int("n", 1000, "scale: number of nodes")
 	ccm := flag.String("ccm", "bin/vsphere-cloud-controller-manager", "the CCM binary")
 	zero := flag.String("zerocost", "bin/zerocost", "scale: the zero-cost CCM binary")
@@ -66,6 +66,7 @@ func main() {
 		"scale":    func(ctx context.Context, e env) ([]report, error) { return scale(ctx, e, *n, *zero, *status) },
 		"site":     site,
 		"failover": failover,
+		"drift":    drift,
 		"bigvc": func(ctx context.Context, e env) ([]report, error) {
 			return bigVC(ctx, e, *bigVMs, *bigNodes, *bigDelay)
 		},
@@ -73,7 +74,7 @@ func main() {
 	var selected []string
 	for _, s := range strings.Split(*scenarios, ",") {
 		if run[s] == nil {
-			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (scale, site, failover, bigvc)\n", s)
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (scale, site, failover, drift, bigvc)\n", s)
 			os.Exit(2)
 		}
 		selected = append(selected, s)
