@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
@@ -47,7 +48,7 @@ type Manager struct {
 	mu      sync.RWMutex
 	secrets map[config.SecretRef]Set // last known good entries per Secret
 	dir     Set
-	changed chan struct{}                             // closed on every change, then replaced
+	changed notify.Notifier                           // on every change
 	read    map[config.SecretRef]cache.InformerSynced // whether each Secret has been read once
 
 	wg        sync.WaitGroup // the directory poll
@@ -62,7 +63,7 @@ func New(cfg *config.Config, opts Options) *Manager {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = 30 * time.Second
 	}
-	return &Manager{cfg: cfg, opts: opts, secrets: map[config.SecretRef]Set{}, changed: make(chan struct{})}
+	return &Manager{cfg: cfg, opts: opts, secrets: map[config.SecretRef]Set{}}
 }
 
 // refs lists every Secret the config names, once.
@@ -226,15 +227,12 @@ func (m *Manager) pollDirectory(ctx context.Context, log klog.Logger, dir string
 }
 
 func (m *Manager) notifyLocked() {
-	close(m.changed)
-	m.changed = make(chan struct{})
+	m.changed.Notify()
 }
 
 // Changed returns a channel closed at the next change of any source.
 func (m *Manager) Changed() <-chan struct{} {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.changed
+	return m.changed.C()
 }
 
 // Get returns the credentials for vc from the first source, in precedence

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
 
@@ -42,13 +43,13 @@ type Index struct {
 
 	mu        sync.RWMutex
 	data      *data
-	synced    bool          // a full read has completed once
-	fullReads uint64        // full reads completed
-	resyncing bool          // a full read is under way after a new session or a lost collector
-	syncErr   error         // the last update round failed
-	syncedAt  time.Time     // last successful update round
-	syncedCh  chan struct{} // closed at the next completed full read, then replaced
-	detailCh  chan struct{} // closed when details arrive, then replaced
+	synced    bool            // a full read has completed once
+	fullReads uint64          // full reads completed
+	resyncing bool            // a full read is under way after a new session or a lost collector
+	syncErr   error           // the last update round failed
+	syncedAt  time.Time       // last successful update round
+	syncedN   notify.Notifier // at the next completed full read
+	detailN   notify.Notifier // when details (or other objects) change
 
 	// Interest: the VMs whose details are kept, by reference value. The
 	// current collector's list view holds them all but pending.
@@ -97,7 +98,6 @@ func NewIndex(c Client, opts Options) *Index {
 	return &Index{client: c, data: newData(), log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
 		allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames,
-		syncedCh: make(chan struct{}), detailCh: make(chan struct{}),
 		interest: map[string]bool{}, pending: map[string]bool{}, dropping: map[string]bool{}, wantCh: make(chan struct{}, 1)}
 }
 
@@ -145,7 +145,7 @@ func (ix *Index) answers() bool {
 func (ix *Index) Synced() <-chan struct{} {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.syncedCh
+	return ix.syncedN.C()
 }
 
 // HasSynced reports whether a full read has completed once.
@@ -183,8 +183,7 @@ func (ix *Index) currentLocked() {
 }
 
 func (ix *Index) notifyLocked() {
-	close(ix.syncedCh)
-	ix.syncedCh = make(chan struct{})
+	ix.syncedN.Notify()
 }
 
 // Changed returns a channel closed at the next change of the index: VM
@@ -194,7 +193,7 @@ func (ix *Index) notifyLocked() {
 func (ix *Index) Changed() <-chan struct{} {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.detailCh
+	return ix.detailN.C()
 }
 
 // FullReads is the number of full reads completed: one at start, one
@@ -366,7 +365,7 @@ func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
 		}
 		name := id.name
 		ix.wantLocked(r)
-		ch := ix.detailCh
+		ch := ix.detailN.C()
 		ix.mu.Unlock()
 		select {
 		case <-ch:

@@ -393,8 +393,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 }
 
 func (ix *Index) notifyDetailsLocked() {
-	close(ix.detailCh)
-	ix.detailCh = make(chan struct{})
+	ix.detailN.Notify()
 }
 
 // interruptForInterest ends the long poll under way whenever VMs are

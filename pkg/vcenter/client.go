@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
@@ -118,7 +119,7 @@ type Client struct {
 	sessCreds  sessionCreds // what sess was logged in with
 	gen        uint64       // incremented at every new session
 	health     Health
-	changed    chan struct{} // closed at the next health change, then replaced
+	changed    notify.Notifier // at the next health change
 	rejected   *rejection
 	flight     *flight
 	firstDone  bool
@@ -127,7 +128,7 @@ type Client struct {
 
 func newClient(vc config.VCenter, global config.Global, opts Options) *Client {
 	return &Client{vc: vc, global: global, opts: opts,
-		wake: make(chan struct{}, 1), first: make(chan struct{}), changed: make(chan struct{}),
+		wake: make(chan struct{}, 1), first: make(chan struct{}),
 		log:    klog.Background().WithValues("vcenter", vc.Name),
 		health: Health{State: Down, Since: opts.Clock.Now(), LastError: ErrNotConnectedYet}}
 }

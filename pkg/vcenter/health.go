@@ -61,11 +61,7 @@ func (c *Client) Health() Health {
 
 // HealthChanged returns a channel closed at the next change of State.
 // Read Health after it fires; then call HealthChanged again.
-func (c *Client) HealthChanged() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.changed
-}
+func (c *Client) HealthChanged() <-chan struct{} { return c.changed.C() }
 
 // Unavailable returns the error calls get while the vCenter is down.
 func (c *Client) Unavailable() error {
@@ -121,8 +117,7 @@ func (c *Client) setStateLocked(s State, err error) {
 	if s != c.health.State {
 		c.health.Since = c.opts.Clock.Now()
 		c.log.Info("vCenter health changed", "from", c.health.State.String(), "to", s.String(), "err", err)
-		close(c.changed)
-		c.changed = make(chan struct{})
+		c.changed.Notify()
 	}
 	c.health.State = s
 	c.health.LastError = err
