@@ -63,6 +63,12 @@ type Options struct {
 	Recorder record.EventRecorder
 }
 
+// The framework's interfaces the provider serves, checked at compile time.
+var (
+	_ cloudprovider.Interface   = (*Provider)(nil)
+	_ cloudprovider.InstancesV2 = (*Provider)(nil)
+)
+
 // Provider is the vSphere cloud provider.
 type Provider struct {
 	cfg  *config.Config

@@ -49,6 +49,9 @@ type Source interface {
 	Initialized(node string)
 }
 
+// The provider is the Source the controller manager gives it.
+var _ Source = (*provider.Provider)(nil)
+
 // Options tune the controller; the zero value is the default.
 type Options struct {
 	// Resync re-observes every Node this often even without a change
