@@ -4,7 +4,7 @@ BIN := bin/vsphere-cloud-controller-manager
 GO ?= go
 FUZZTIME ?= 10s
 # Every fuzz target, as package:Target.
-FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/config:FuzzNoSecretEcho ./pkg/credentials:FuzzParseData
+FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/config:FuzzNoSecretEcho ./pkg/credentials:FuzzParseData ./pkg/providerid:FuzzUUID
 
 .PHONY: all build image test unit e2e soak control-plane demo fuzz rules bench lint fmt clean
 

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 )
 
 // Absence verdicts, as counted by the metric vsphere_ccm_vm_absence_verdicts_total.
@@ -105,7 +105,8 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 //   - every vCenter, asked directly within a short timeout, has no VM with
 //     it in any datacenter (inventory.Inventory.ConfirmAbsent).
 func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, error) {
-	uuid, ok := strings.CutPrefix(node.Spec.ProviderID, ProviderIDPrefix)
+	uuid, err := providerid.UUID(node.Spec.ProviderID)
+	ok := err == nil
 	if node.Spec.ProviderID == "" {
 		uuid, ok = node.Status.NodeInfo.SystemUUID, node.Status.NodeInfo.SystemUUID != ""
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
@@ -33,7 +34,7 @@ import (
 const Name = "vsphere"
 
 // ProviderIDPrefix starts every providerID, as with the reference CCM.
-const ProviderIDPrefix = "vsphere://"
+const ProviderIDPrefix = providerid.Prefix
 
 // Labels added to every node, naming where its VM is.
 const (
@@ -296,7 +297,7 @@ func (p *Provider) notReady() error {
 	return errors.New("the vSphere provider is not started yet (vCenter connections being set up)")
 }
 
-func (p *Provider) providerID(vm inventory.VM) string { return ProviderIDPrefix + vm.UUID }
+func (p *Provider) providerID(vm inventory.VM) string { return providerid.For(vm.UUID) }
 
 // startRetry paces new attempts of a failed start: 1s doubling to 1m.
 func startRetry() wait.Backoff {
@@ -377,9 +378,9 @@ func (p *Provider) findVM(ctx context.Context, node *v1.Node) (inventory.VM, err
 		return inventory.VM{}, p.notReady()
 	}
 	if id := node.Spec.ProviderID; id != "" {
-		uuid, ok := strings.CutPrefix(id, ProviderIDPrefix)
-		if !ok {
-			return inventory.VM{}, fmt.Errorf("node %s: providerID %q does not start with %q: not a vSphere node", node.Name, id, ProviderIDPrefix)
+		uuid, err := providerid.UUID(id)
+		if err != nil {
+			return inventory.VM{}, fmt.Errorf("node %s: %w", node.Name, err)
 		}
 		vm, err := p.inv.FindByUUID(ctx, uuid)
 		if err != nil {
