@@ -16,6 +16,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/events"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -185,7 +186,7 @@ func TestVCenterNotConfigured(t *testing.T) {
 			if !errors.As(ue, &nc) {
 				t.Errorf("want a NotConfiguredError: %v", ue)
 			}
-			if got := drain(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+provider.ReasonVCenterNotConfigured+" ") {
+			if got := events.Drain(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+provider.ReasonVCenterNotConfigured+" ") {
 				t.Errorf("events = %q, want one %s", got, provider.ReasonVCenterNotConfigured)
 			}
 		})

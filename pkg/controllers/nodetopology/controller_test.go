@@ -19,6 +19,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/events"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -28,35 +29,6 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// events drains what the fake recorder holds.
-func drain(rec *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
-func hasEvent(events []string, prefix string, words ...string) bool {
-	for _, e := range events {
-		if !strings.HasPrefix(e, prefix) {
-			continue
-		}
-		ok := true
-		for _, w := range words {
-			ok = ok && strings.Contains(e, w)
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // TestTopologyDrift, against simulated vCenters with the real provider and
@@ -133,15 +105,15 @@ vsphere_ccm_nodes_topology_drifted{vcenter="vc-a"} `+want+`
 				t.Errorf("before the move: %v", err)
 			}
 			must(t, a.Relocate(ctx, vm.Ref, other[0].HostRef))
-			var events []string
+			var seen []string
 			switch policy {
 			case config.DriftKeep:
 				poll.True(t, "a TopologyDrift event", func() bool {
-					events = append(events, drain(rec)...)
-					return hasEvent(events, "Warning TopologyDrift")
+					seen = append(seen, events.Drain(rec)...)
+					return events.Has(seen, "Warning TopologyDrift")
 				})
-				if !hasEvent(events, "Warning TopologyDrift", `"zone-vc-a-dc-1-c0"`, `"zone-vc-a-dc-1-c1"`, other[0].Host, "labels.onDrift") {
-					t.Errorf("no TopologyDrift event naming both zones and the host; events: %q", events)
+				if !events.Has(seen, "Warning TopologyDrift", `"zone-vc-a-dc-1-c0"`, `"zone-vc-a-dc-1-c1"`, other[0].Host, "labels.onDrift") {
+					t.Errorf("no TopologyDrift event naming both zones and the host; events: %q", seen)
 				}
 				if err := gauge("1"); err != nil {
 					t.Error(err)
@@ -177,11 +149,11 @@ vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
 				// The relabelled Node comes back through the informer and
 				// is observed again: no drift, no second event.
 				poll.True(t, "the relabelled Node observed", func() bool {
-					events = append(events, drain(rec)...)
-					return hasEvent(events, "Normal TopologyRelabelled") && gauge("0") == nil
+					seen = append(seen, events.Drain(rec)...)
+					return events.Has(seen, "Normal TopologyRelabelled") && gauge("0") == nil
 				})
-				if !hasEvent(events, "Normal TopologyRelabelled", `"zone-vc-a-dc-1-c0"`, `"zone-vc-a-dc-1-c1"`) {
-					t.Errorf("no TopologyRelabelled event; events: %q", events)
+				if !events.Has(seen, "Normal TopologyRelabelled", `"zone-vc-a-dc-1-c0"`, `"zone-vc-a-dc-1-c1"`) {
+					t.Errorf("no TopologyRelabelled event; events: %q", seen)
 				}
 				must(t, a.Relocate(ctx, vm.Ref, vm.HostRef))
 			}
