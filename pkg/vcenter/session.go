@@ -213,6 +213,10 @@ func (c *Client) logout(s *Session) {
 	defer cancel()
 	_ = s.REST.Logout(ctx)
 	_ = session.NewManager(s.VIM).Logout(ctx)
+	// Each session has its own transport (SOAP and REST share it): its
+	// idle connections, two goroutines each, would stay open until the
+	// vCenter closes them.
+	s.VIM.Client.CloseIdleConnections()
 }
 
 // close waits for a login in flight (bounded), then logs the session out.

@@ -383,6 +383,41 @@ func TestSessionExpiry(t *testing.T) {
 	})
 }
 
+// TestReplacedSessionsCloseConnections: a session replaced after the
+// vCenter ended it (a restart, an administrator, an expiry) leaves no
+// connection open: each would hold two goroutines until the vCenter
+// closes it, and a long-lived CCM re-logs in many times.
+func TestReplacedSessionsCloseConnections(t *testing.T) {
+	f := startFleet(t)
+	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
+	defer cancel()
+	cfg := parseConfig(t, f, nil, nil)
+	p := startPool(t, ctx, cfg, vcenter.Options{KeepAlive: time.Hour})
+	v := f.VCenter("vc-a")
+	cl, _ := p.Client("vc-a")
+	if err := cl.Do(ctx, soapAndREST); err != nil {
+		t.Fatal(err)
+	}
+	const replaced = 6
+	for range replaced {
+		before := cl.Logins()
+		if _, err := v.TerminateSessions(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Do(ctx, soapAndREST); err != nil {
+			t.Fatal(err)
+		}
+		if cl.Logins() <= before {
+			t.Fatalf("no new login after the sessions were terminated (logins %d)", cl.Logins())
+		}
+	}
+	// The current session's transport may keep a few idle connections;
+	// the replaced ones none.
+	poll.True(t, fmt.Sprintf("at most 2 connections open after %d replaced sessions", replaced), func() bool {
+		return v.Connections() <= 2
+	})
+}
+
 // TestOutage takes one vCenter down and hangs it; the others keep working
 // and nothing waits on the sick one beyond its own timeouts.
 func TestOutage(t *testing.T) {

@@ -50,7 +50,7 @@ type front struct {
 	mode  FrontMode
 	delay time.Duration // added before every chunk forwarded, both ways
 	ln    net.Listener
-	conns map[net.Conn]struct{}
+	conns map[net.Conn]bool // true: a client's connection; false: its upstream
 	wg    sync.WaitGroup
 }
 
@@ -59,7 +59,7 @@ func newFront(target string) (*front, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &front{addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
+	f := &front{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
 	f.serve(ln)
 	return f, nil
 }
@@ -76,7 +76,7 @@ func (f *front) serve(ln net.Listener) {
 			}
 			f.mu.Lock()
 			mode := f.mode
-			f.conns[c] = struct{}{}
+			f.conns[c] = true
 			f.mu.Unlock()
 			if mode == Hung || mode == Silent {
 				continue // held open, never read: the client waits until its own deadline
@@ -97,7 +97,7 @@ func (f *front) forward(c net.Conn) {
 		return
 	}
 	f.mu.Lock()
-	f.conns[up] = struct{}{}
+	f.conns[up] = false
 	f.mu.Unlock()
 	defer f.drop(up)
 	done := make(chan struct{}, 2)
@@ -126,6 +126,19 @@ func (f *front) forward(c net.Conn) {
 	go cp(c, up)
 	<-done
 	<-done
+}
+
+// clients counts the clients' open connections.
+func (f *front) clients() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, client := range f.conns {
+		if client {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *front) currentMode() FrontMode {

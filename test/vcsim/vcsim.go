@@ -521,6 +521,10 @@ func (v *VCenter) Logins() int {
 // SetMode takes the vCenter down, hangs it, or brings it back.
 func (v *VCenter) SetMode(m FrontMode) error { return v.front.set(m) }
 
+// Connections counts the clients' TCP connections open to this vCenter
+// (its front): sessions that were replaced must not leave theirs open.
+func (v *VCenter) Connections() int { return v.front.clients() }
+
 // SetDelay adds d to every chunk of data the front forwards, both ways,
 // on open and new connections: a latency spike (0 ends it).
 func (v *VCenter) SetDelay(d time.Duration) { v.front.setDelay(d) }
