@@ -2,10 +2,14 @@ package inventory_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
@@ -90,5 +94,82 @@ func TestSmallVCenterKeepsEveryDetail(t *testing.T) {
 	for _, v := range e.fleet.VCenters {
 		ix := inv.Index(v.Name)
 		poll.True(t, "every VM of "+v.Name+" with details", func() bool { return len(ix.VMs()) == len(v.VMs) })
+	}
+}
+
+// TestLookupReadsDetailsItself: the first lookup of a VM whose details
+// are not kept reads them directly (one request), without waiting for the
+// collector to add the VM to its list view: here the collector cannot
+// (every ModifyListView fails) and the lookup still answers with the
+// details. Once the collector can again, the VM is followed.
+func TestLookupReadsDetailsItself(t *testing.T) {
+	e := setup(t)
+	c := e.fleet.VCenter("vc-b")
+	ix := e.inv.Index("vc-b")
+	target := c.VMs[1]
+	if _, ok := ix.VM(target.Ref); ok {
+		t.Fatal("details kept before any lookup")
+	}
+	faults := c.Model.Service.FaultInjector()
+	faults.AddRule(&simulator.FaultInjectionRule{MethodName: "ModifyListView", ObjectType: "*", ObjectName: "*",
+		Probability: 1, FaultType: simulator.FaultTypeGeneric, Message: "list views are broken", Enabled: true})
+	defer faults.ClearRules()
+
+	got, err := e.inv.FindByUUID(e.ctx, target.UUID)
+	if err != nil {
+		t.Fatalf("lookup while the collector cannot add the VM: %v", err)
+	}
+	if got.Host != target.HostRef || got.PowerState != types.VirtualMachinePowerStatePoweredOn || len(got.NICs) == 0 || got.Datacenter == "" {
+		t.Errorf("the lookup returned no details: %+v", got)
+	}
+	if d, ok := ix.VM(target.Ref); !ok || d.Host != target.HostRef {
+		t.Errorf("the details read are not kept: %+v, %v", d, ok)
+	}
+
+	faults.ClearRules()
+	vm := object.NewVirtualMachine(c.Admin(), target.Ref)
+	task, err := vm.PowerOff(e.ctx)
+	if err == nil {
+		err = task.Wait(e.ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "the VM followed once the collector recovered", func() bool {
+		d, ok := ix.VM(target.Ref)
+		return ok && d.PowerState == types.VirtualMachinePowerStatePoweredOff
+	})
+}
+
+// TestLookupOfDeletedVMDetails: a VM deleted after the index saw it is not
+// returned with made-up details: the direct read finds it gone.
+func TestLookupOfDeletedVMDetails(t *testing.T) {
+	e := setup(t)
+	c := e.fleet.VCenter("vc-c")
+	target := c.VMs[0]
+	faults := c.Model.Service.FaultInjector()
+	// Keep the collector from seeing the deletion before the lookup does.
+	faults.AddRule(&simulator.FaultInjectionRule{MethodName: "WaitForUpdatesEx", ObjectType: "*", ObjectName: "*",
+		Probability: 1, FaultType: simulator.FaultTypeGeneric, Message: "no updates", Enabled: true})
+	defer faults.ClearRules()
+	// Task.Wait would use WaitForUpdatesEx: wait by reading the task.
+	vm := object.NewVirtualMachine(c.Admin(), target.Ref)
+	for _, op := range []func(context.Context) (*object.Task, error){vm.PowerOff, vm.Destroy} {
+		task, err := op(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		poll.True(t, "task done", func() bool {
+			var tk mo.Task
+			err := property.DefaultCollector(c.Admin()).RetrieveOne(e.ctx, task.Reference(), []string{"info"}, &tk)
+			return err == nil && tk.Info.State == types.TaskInfoStateSuccess
+		})
+	}
+	_, err := e.inv.FindByUUID(e.ctx, target.UUID)
+	if err == nil {
+		t.Fatal("a deleted VM was found")
+	}
+	if errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("a VM the index still lists is 'not found' (only a current index or a search may say so): %v", err)
 	}
 }

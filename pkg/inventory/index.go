@@ -37,6 +37,8 @@ type Index struct {
 	log           klog.Logger
 	clock         clock.PassiveClock
 	staleAfter    time.Duration // see Options.StaleAfter
+	searchTimeout time.Duration // see Options.SearchTimeout
+	reader        *batchReader  // direct reads of details
 	allDetails    bool
 	clusterGroups bool // follow clusters' DRS groups and rules
 	hostnames     bool // follow every VM's guest host name
@@ -95,10 +97,16 @@ func NewIndex(c Client, opts Options) *Index {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Index{client: c, data: newData(), log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
-		allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
+	searchTimeout := opts.SearchTimeout
+	if searchTimeout <= 0 {
+		searchTimeout = 10 * time.Second
+	}
+	ix := &Index{client: c, data: newData(), log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
+		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames,
 		interest: map[string]bool{}, pending: map[string]bool{}, dropping: map[string]bool{}, wantCh: make(chan struct{}, 1)}
+	ix.reader = &batchReader{read: ix.readDetails}
+	return ix
 }
 
 // VCenter is the name of the vCenter.
@@ -342,37 +350,44 @@ func (ix *Index) lookup(k lookupKey) []match {
 	return out
 }
 
-// detailWait bounds how long a lookup waits for a VM's details to arrive.
-const detailWait = 15 * time.Second
-
-// detail returns the VM with its details, asking for them if they are not
-// kept yet: the VM is added to the collector's list view, and its details
-// arrive with the next update.
+// detail returns the VM with its details. Those the collector keeps are
+// answered at once; otherwise they are read directly (one request, shared
+// with the lookups that arrive meanwhile, within SearchTimeout) and the VM
+// is followed from then on: the lookup never waits for a long poll.
 func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
-	ctx, cancel := context.WithTimeout(ctx, detailWait)
-	defer cancel()
-	for {
-		ix.mu.Lock()
-		if vm, ok := ix.data.details[r]; ok {
-			out := ix.data.complete(ix.VCenter(), vm)
-			ix.mu.Unlock()
-			return out, nil
-		}
-		id, ok := ix.data.vms[r]
-		if !ok {
-			ix.mu.Unlock()
-			return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())
-		}
-		name := id.name
-		ix.wantLocked(r)
-		ch := ix.detailN.C()
+	ix.mu.Lock()
+	if vm, ok := ix.data.details[r]; ok {
+		out := ix.data.complete(ix.VCenter(), vm)
 		ix.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return VM{}, fmt.Errorf("VM %q (%s) in vCenter %q: its details were not read within %v: %w", name, r, ix.VCenter(), detailWait, ctx.Err())
-		}
+		return out, nil
 	}
+	id, ok := ix.data.vms[r]
+	if !ok {
+		ix.mu.Unlock()
+		return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())
+	}
+	name := id.name
+	ix.wantLocked(r)
+	ix.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, ix.searchTimeout)
+	defer cancel()
+	props, err := ix.reader.get(ctx, r)
+	if err != nil {
+		return VM{}, fmt.Errorf("VM %q (%s) in vCenter %q: reading its details: %w", name, r, ix.VCenter(), err)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if vm, ok := ix.data.details[r]; ok {
+		return ix.data.complete(ix.VCenter(), vm), nil // the collector's are as new or newer
+	}
+	if props == nil || ix.data.vms[r] == nil {
+		return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())
+	}
+	// Kept until the collector's first update of the VM replaces them.
+	ix.data.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
+		Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(props)})
+	return ix.data.complete(ix.VCenter(), ix.data.details[r]), nil
 }
 
 // wantLocked adds a VM to the interest.
@@ -564,7 +579,9 @@ func (d *data) applyDetails(u types.ObjectUpdate) {
 		return
 	}
 	vm := d.details[r.Value]
-	if vm == nil {
+	if vm == nil || u.Kind == types.ObjectUpdateKindEnter {
+		// All of its properties: nothing of an earlier copy (a direct
+		// read) may outlive a property now unset.
 		vm = &VM{Ref: r}
 		d.details[r.Value] = vm
 	}

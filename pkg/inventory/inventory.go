@@ -4,19 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/property"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/utils/clock"
-
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
 
 // Options tunes an Inventory.
@@ -283,102 +276,4 @@ func vmsOf(ctx context.Context, ms []match) []VM {
 func sortVMs(vms []VM) []VM {
 	slices.SortFunc(vms, func(a, b VM) int { return strings.Compare(a.Location(), b.Location()) })
 	return vms
-}
-
-// searchUUID asks the vCenter for VMs with one of the BIOS UUIDs.
-func (ix *Index) searchUUID(ctx context.Context, uuids []string) ([]VM, error) {
-	return ix.search(ctx, func(ctx context.Context, si *object.SearchIndex) ([]object.Reference, error) {
-		var refs []object.Reference
-		for _, u := range uuids {
-			r, err := si.FindByUuid(ctx, nil, u, true, types.NewBool(false))
-			if err != nil {
-				return nil, err
-			}
-			if r != nil {
-				refs = append(refs, r)
-			}
-		}
-		return refs, nil
-	})
-}
-
-// searchDNSName asks the vCenter for VMs whose guest host name is name.
-func (ix *Index) searchDNSName(ctx context.Context, name string) ([]VM, error) {
-	return ix.search(ctx, func(ctx context.Context, si *object.SearchIndex) ([]object.Reference, error) {
-		return si.FindAllByDnsName(ctx, nil, name, true)
-	})
-}
-
-// search runs a SearchIndex query and reads the VMs it finds (in scope).
-func (ix *Index) search(ctx context.Context, find func(context.Context, *object.SearchIndex) ([]object.Reference, error)) ([]VM, error) {
-	var out []VM
-	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-		out = nil
-		refs, err := find(ctx, object.NewSearchIndex(s.VIM))
-		if err != nil {
-			return err
-		}
-		for _, r := range refs {
-			vm, ok, err := ix.fetch(ctx, s, r.Reference())
-			if err != nil {
-				return err
-			}
-			if ok {
-				out = append(out, vm)
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
-// fetch reads one VM and its ancestry; ok is false for templates and VMs
-// outside the configured datacenters.
-func (ix *Index) fetch(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) (VM, bool, error) {
-	vm := &VM{Ref: r}
-	res, err := retrieve(ctx, s, r)
-	if err != nil {
-		return VM{}, false, err
-	}
-	for _, p := range res {
-		applyVM(vm, types.PropertyChange{Name: p.Name, Val: p.Val, Op: types.PropertyChangeOpAssign})
-	}
-	if vm.Template {
-		return VM{}, false, nil
-	}
-	chain, err := mo.Ancestors(ctx, s.VIM, s.VIM.ServiceContent.PropertyCollector, r)
-	if err != nil {
-		return VM{}, false, err
-	}
-	out := *vm
-	out.VCenter = ix.VCenter()
-	for _, e := range chain {
-		if e.Self.Type == "Datacenter" {
-			out.Datacenter = e.Name
-		}
-	}
-	if dcs := ix.client.Config().Datacenters; len(dcs) > 0 && !slices.ContainsFunc(dcs, func(dc string) bool {
-		return path.Base(dc) == out.Datacenter // a datacenter may be configured by inventory path
-	}) {
-		return VM{}, false, nil
-	}
-	return out, true, nil
-}
-
-func retrieve(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) ([]types.DynamicProperty, error) {
-	req := types.RetrieveProperties{
-		This: s.VIM.ServiceContent.PropertyCollector,
-		SpecSet: []types.PropertyFilterSpec{{
-			ObjectSet: []types.ObjectSpec{{Obj: r}},
-			PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}},
-		}},
-	}
-	res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if len(res.Returnval) == 0 {
-		return nil, nil
-	}
-	return res.Returnval[0].PropSet, nil
 }

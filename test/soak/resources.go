@@ -58,6 +58,11 @@ func (s *soak) sampleResources(phase string) {
 // goroutines by more than 100 nor its resident memory by more than half
 // (plus 30 MB) since its baseline.
 func (s *soak) checkResources() {
+	defer func() {
+		if s.countOf(s.checks, "replica goroutine and memory growth") == 0 {
+			fmt.Println("soak: growth of goroutines and memory not checked: no replica ran a minute in one role (a longer SOAK does)")
+		}
+	}()
 	for p, u := range s.procs {
 		if u.baseAt.IsZero() || u.end == 0 || time.Since(u.baseAt) < time.Minute {
 			continue // not long-lived enough to tell

@@ -1,0 +1,168 @@
+package inventory
+
+import (
+	"context"
+	"path"
+	"slices"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+// The requests a lookup makes itself, outside the collector: searches of
+// vCenters whose index is not current, and reads of the details of VMs
+// the collector does not follow yet.
+
+// searchUUID asks the vCenter for VMs with one of the BIOS UUIDs.
+func (ix *Index) searchUUID(ctx context.Context, uuids []string) ([]VM, error) {
+	return ix.search(ctx, func(ctx context.Context, si *object.SearchIndex) ([]object.Reference, error) {
+		var refs []object.Reference
+		for _, u := range uuids {
+			r, err := si.FindByUuid(ctx, nil, u, true, types.NewBool(false))
+			if err != nil {
+				return nil, err
+			}
+			if r != nil {
+				refs = append(refs, r)
+			}
+		}
+		return refs, nil
+	})
+}
+
+// searchDNSName asks the vCenter for VMs whose guest host name is name.
+func (ix *Index) searchDNSName(ctx context.Context, name string) ([]VM, error) {
+	return ix.search(ctx, func(ctx context.Context, si *object.SearchIndex) ([]object.Reference, error) {
+		return si.FindAllByDnsName(ctx, nil, name, true)
+	})
+}
+
+// search runs a SearchIndex query and reads the VMs it finds (in scope).
+func (ix *Index) search(ctx context.Context, find func(context.Context, *object.SearchIndex) ([]object.Reference, error)) ([]VM, error) {
+	var out []VM
+	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+		out = nil
+		refs, err := find(ctx, object.NewSearchIndex(s.VIM))
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			vm, ok, err := ix.fetch(ctx, s, r.Reference())
+			if err != nil {
+				return err
+			}
+			if ok {
+				out = append(out, vm)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// fetch reads one VM and its ancestry; ok is false for templates and VMs
+// outside the configured datacenters.
+func (ix *Index) fetch(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) (VM, bool, error) {
+	vm := &VM{Ref: r}
+	res, err := retrieve(ctx, s, r)
+	if err != nil {
+		return VM{}, false, err
+	}
+	for _, p := range res {
+		applyVM(vm, types.PropertyChange{Name: p.Name, Val: p.Val, Op: types.PropertyChangeOpAssign})
+	}
+	if vm.Template {
+		return VM{}, false, nil
+	}
+	chain, err := mo.Ancestors(ctx, s.VIM, s.VIM.ServiceContent.PropertyCollector, r)
+	if err != nil {
+		return VM{}, false, err
+	}
+	out := *vm
+	out.VCenter = ix.VCenter()
+	for _, e := range chain {
+		if e.Self.Type == "Datacenter" {
+			out.Datacenter = e.Name
+		}
+	}
+	if dcs := ix.client.Config().Datacenters; len(dcs) > 0 && !slices.ContainsFunc(dcs, func(dc string) bool {
+		return path.Base(dc) == out.Datacenter // a datacenter may be configured by inventory path
+	}) {
+		return VM{}, false, nil
+	}
+	return out, true, nil
+}
+
+func retrieve(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) ([]types.DynamicProperty, error) {
+	req := types.RetrieveProperties{
+		This: s.VIM.ServiceContent.PropertyCollector,
+		SpecSet: []types.PropertyFilterSpec{{
+			ObjectSet: []types.ObjectSpec{{Obj: r}},
+			PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}},
+		}},
+	}
+	res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Returnval) == 0 {
+		return nil, nil
+	}
+	return res.Returnval[0].PropSet, nil
+}
+
+// readDetails reads the details of VMs in one request; a VM that no
+// longer exists is left out. When one of several is gone (the vCenter
+// then fails the whole request), each is read on its own.
+func (ix *Index) readDetails(ctx context.Context, refs []string) (map[string][]types.DynamicProperty, error) {
+	out := map[string][]types.DynamicProperty{}
+	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+		clear(out)
+		read := func(refs []string) error {
+			objs := make([]types.ObjectSpec, len(refs))
+			for i, r := range refs {
+				objs[i] = types.ObjectSpec{Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}}
+			}
+			res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, types.RetrieveProperties{
+				This: s.VIM.ServiceContent.PropertyCollector,
+				SpecSet: []types.PropertyFilterSpec{{ObjectSet: objs,
+					PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}}}},
+			})
+			if err != nil {
+				return err
+			}
+			for _, oc := range res.Returnval {
+				out[oc.Obj.Value] = oc.PropSet
+			}
+			return nil
+		}
+		err := read(refs)
+		if err == nil || len(refs) == 1 || !fault.Is(err, &types.ManagedObjectNotFound{}) {
+			if len(refs) == 1 && fault.Is(err, &types.ManagedObjectNotFound{}) {
+				return nil // gone
+			}
+			return err
+		}
+		for _, r := range refs {
+			if err := read([]string{r}); err != nil && !fault.Is(err, &types.ManagedObjectNotFound{}) {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// assignments turns retrieved properties into the changes of an update.
+func assignments(props []types.DynamicProperty) []types.PropertyChange {
+	out := make([]types.PropertyChange, len(props))
+	for i, p := range props {
+		out[i] = types.PropertyChange{Name: p.Name, Val: p.Val, Op: types.PropertyChangeOpAssign}
+	}
+	return out
+}
