@@ -81,11 +81,11 @@ func (m *Manager) refs() []config.SecretRef {
 	return out
 }
 
-// Run starts watching every source until ctx ends and returns at once
+// Start starts watching every source until ctx ends and returns at once
 // (the secrets directory is read before it returns). A vCenter whose
 // Secret is not loaded yet has no credentials until it is; Changed fires
 // then. It fails only when Secrets are configured without a client.
-func (m *Manager) Run(ctx context.Context) error {
+func (m *Manager) Start(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithName("credentials")
 	refs := m.refs()
 	if len(refs) > 0 && m.opts.Client == nil {
@@ -104,7 +104,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// Wait waits, after the context given to Run has ended, for the Secret
+// Wait waits, after the context given to Start has ended, for the Secret
 // watches and the directory poll to stop.
 func (m *Manager) Wait() {
 	m.wg.Wait()
@@ -128,10 +128,11 @@ func (m *Manager) WaitLoaded(ctx context.Context) error {
 	return nil
 }
 
-// Start is Run, then a wait of at most SyncTimeout for the Secrets. The
-// watches keep running and retrying in the background after an error.
-func (m *Manager) Start(ctx context.Context) error {
-	if err := m.Run(ctx); err != nil {
+// StartAndWait is Start, then a wait of at most SyncTimeout for the
+// Secrets. The watches keep running and retrying in the background after
+// an error.
+func (m *Manager) StartAndWait(ctx context.Context) error {
+	if err := m.Start(ctx); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, m.opts.SyncTimeout)

@@ -73,7 +73,7 @@ vcenter:
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := New(cfg, Options{Client: client, DirectoryPollInterval: 20 * time.Millisecond})
-	if err := m.Start(ctx); err != nil {
+	if err := m.StartAndWait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]struct{ user, pass, source string }{

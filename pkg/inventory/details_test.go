@@ -86,7 +86,7 @@ func TestSmallVCenterKeepsEveryDetail(t *testing.T) {
 	}
 	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second})
 	ctx, stop := context.WithCancel(e.ctx)
-	inv.Run(ctx)
+	inv.Start(ctx)
 	t.Cleanup(func() { stop(); inv.Wait() })
 	if err := inv.WaitForSync(e.ctx); err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ type Inventory struct {
 	wg      sync.WaitGroup
 }
 
-// New returns an Inventory over the given vCenter clients; call Run.
+// New returns an Inventory over the given vCenter clients; call Start.
 func New(clients []Client, opts Options) *Inventory {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = 30 * time.Second
@@ -77,9 +77,9 @@ func New(clients []Client, opts Options) *Inventory {
 	return inv
 }
 
-// Run starts one sync loop per vCenter; they stop when ctx ends (Wait
-// waits for them).
-func (inv *Inventory) Run(ctx context.Context) {
+// Start starts one sync loop per vCenter and returns; they stop when ctx
+// ends (Wait waits for them).
+func (inv *Inventory) Start(ctx context.Context) {
 	for _, ix := range inv.indexes {
 		inv.wg.Add(1)
 		go func() {
@@ -89,7 +89,7 @@ func (inv *Inventory) Run(ctx context.Context) {
 	}
 }
 
-// Wait waits until the sync loops started by Run have stopped and released
+// Wait waits until the sync loops started by Start have stopped and released
 // their server-side state.
 func (inv *Inventory) Wait() { inv.wg.Wait() }
 

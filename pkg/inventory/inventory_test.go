@@ -51,7 +51,7 @@ func setup(t *testing.T, datacenters ...string) *env {
 		t.Fatal(err)
 	}
 	creds := credentials.New(cfg, credentials.Options{})
-	if err := creds.Start(ctx); err != nil {
+	if err := creds.StartAndWait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: creds, RetryMin: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
@@ -68,7 +68,7 @@ func setup(t *testing.T, datacenters ...string) *env {
 	// (TestSmallVCenterKeepsEveryDetail covers the eager one).
 	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second, EagerDetailsMax: -1, GuestHostnames: true})
 	rctx, stop := context.WithCancel(ctx)
-	inv.Run(rctx)
+	inv.Start(rctx)
 	t.Cleanup(func() { stop(); inv.Wait() }) // before the pool and the simulators close
 	if err := inv.WaitForSync(ctx); err != nil {
 		t.Fatal(err)

@@ -135,7 +135,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	p.creds = credentials.New(p.cfg, credentials.Options{Client: kube})
 	// The watches live as long as ctx; nothing waits for them: a vCenter
 	// whose Secret is not loaded yet is down until it is.
-	if err := p.creds.Run(ctx); err != nil {
+	if err := p.creds.Start(ctx); err != nil {
 		return err
 	}
 	vopts := p.opts.VCenter
@@ -165,9 +165,9 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails,
 		GuestHostnames: slices.Contains(p.cfg.Nodes.LookupOrder, config.LookupGuestHostname),
 		ClusterGroups:  len(p.cfg.HostGroupZones) > 0, SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second)})
-	p.inv.Run(ctx)
+	p.inv.Start(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc, topology.ResolverOptions{})
-	p.topo.Run(ctx)
+	p.topo.Start(ctx)
 	// One loop per vCenter reacts to its changes: health changes refresh
 	// the gauges; an inventory that becomes current refreshes them too and
 	// asks for a retry of the Nodes waiting for it.

@@ -95,15 +95,15 @@ func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client,
 // Cache returns the tag cache of the named vCenter.
 func (r *Resolver) Cache(vcenter string) *Cache { return r.caches[vcenter] }
 
-// Run refreshes every cache on the configured interval until ctx ends
-// (Wait waits for the loops to stop).
-func (r *Resolver) Run(ctx context.Context) {
+// Start starts refreshing every cache on the configured interval until
+// ctx ends, and returns (Wait waits for the loops to stop).
+func (r *Resolver) Start(ctx context.Context) {
 	for _, c := range r.caches {
 		r.wg.Go(func() { c.Run(ctx, r.cfg.Global.TagRefreshInterval) })
 	}
 }
 
-// Wait waits for the loops started by Run to stop.
+// Wait waits for the loops started by Start to stop.
 func (r *Resolver) Wait() { r.wg.Wait() }
 
 // WaitForSync waits until every cache has been filled once, or ctx ends.

@@ -72,7 +72,7 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 	cfg, _, err := config.Parse("test.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"+head, per)), config.Options{})
 	must(t, err)
 	creds := credentials.New(cfg, credentials.Options{})
-	must(t, creds.Start(ctx))
+	must(t, creds.StartAndWait(ctx))
 	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: creds})
 	must(t, err)
 	pool.Start(ctx)
@@ -85,7 +85,7 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 	}
 	inv := inventory.New(ic, inventory.Options{MaxWait: time.Second, ClusterGroups: len(cfg.HostGroupZones) > 0})
 	rctx, cancel := context.WithCancel(ctx)
-	inv.Run(rctx)
+	inv.Start(rctx)
 	t.Cleanup(func() { cancel(); inv.Wait() }) // before the pool and the simulators close
 	must(t, inv.WaitForSync(ctx))
 	var o topology.ResolverOptions
@@ -93,7 +93,7 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 		o = opts[0]
 	}
 	res := topology.NewResolver(cfg, inv, tc, o)
-	res.Run(rctx)
+	res.Start(rctx)
 	must(t, res.WaitForSync(ctx))
 	return stack{inv, res}
 }

@@ -172,7 +172,7 @@ func TestCredentialSources(t *testing.T) {
 	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
 	defer cancel()
 	creds := credentials.New(cfg, credentials.Options{Client: client})
-	if err := creds.Start(ctx); err != nil {
+	if err := creds.StartAndWait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds})
@@ -214,7 +214,7 @@ func TestRotationAndLockout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(quiet(t), 2*time.Minute)
 	defer cancel()
 	creds := credentials.New(cfg, credentials.Options{Client: client})
-	if err := creds.Start(ctx); err != nil {
+	if err := creds.StartAndWait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -548,7 +548,7 @@ func TestNoSecretsInLogs(t *testing.T) {
 	client := fake.NewClientset(secretObj("vc-a-creds", map[string]string{"127.0.0.1.username": a.User, "127.0.0.1.password": sentinel + "-wrong"}))
 	cfg := parseConfig(t, f, nil, map[string]vcConfig{"vc-a": {extra: []string{"caFile: " + a.CAFile, "secretName: vc-a-creds", "secretNamespace: kube-system", "password: " + sentinel + "-inline"}}})
 	creds := credentials.New(cfg, credentials.Options{Client: client})
-	if err := creds.Start(ctx); err != nil {
+	if err := creds.StartAndWait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds, RetryMin: 10 * time.Millisecond})

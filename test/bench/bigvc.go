@@ -28,34 +28,14 @@ func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]r
 	}
 	runs := []*run{{vms: nodes}, {vms: vms}}
 	for _, r := range runs {
-		const clusters = 10
-		perCluster := max(r.vms/clusters, 1)
-		fmt.Printf("building a simulated vCenter with %d VMs in %d clusters, %v per SOAP call ...\n", perCluster*clusters, clusters, delay)
-		start := time.Now()
-		fleet, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-big", Clusters: clusters, Hosts: 2, VMs: 1, Copies: perCluster - 1, Latency: delay})
+		fleet, chosen, cfgPath, err := bigFleet(ctx, e, r.vms, nodes, delay, fmt.Sprintf("global:\n  requestTimeout: %v\n", bigRequestTimeout))
 		if err != nil {
 			return nil, err
 		}
-		if err := tagFleet(ctx, fleet); err != nil {
-			fleet.Close()
-			return nil, err
-		}
 		all := fleet.VMs()
-		step := max(len(all)/nodes, 1)
-		var chosen []vcsim.VM
-		for i := 0; i < len(all) && len(chosen) < nodes; i += step {
-			chosen = append(chosen, all[i])
-		}
-		fmt.Printf("simulated %d VMs in %v; %d of them are Nodes\n", len(all), time.Since(start).Round(time.Second), len(chosen))
 		// The simulator pages WaitForUpdatesEx at 100 objects: the whole read
 		// takes at least pages x delay.
 		r.readFloorS = float64((len(all)+99)/100) * delay.Seconds()
-		cfg := fmt.Sprintf("global:\n  requestTimeout: %v\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n", bigRequestTimeout)
-		cfgPath := filepath.Join(e.work, "bigvc.yaml")
-		if err := os.WriteFile(cfgPath, []byte(fleet.Config(cfg, nil)), 0o600); err != nil {
-			fleet.Close()
-			return nil, err
-		}
 		if err := registerAll(ctx, e.kube, chosen); err != nil {
 			fleet.Close()
 			return nil, err
@@ -66,7 +46,7 @@ func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]r
 			fleet.Close()
 			return nil, err
 		}
-		start = time.Now()
+		start := time.Now()
 		times, err := initTimes(ctx, e.kube, chosen, start, 15*time.Minute)
 		if err == nil {
 			r.initTime = quantile(times, 1)
@@ -95,4 +75,37 @@ func bigVC(ctx context.Context, e env, vms, nodes int, delay time.Duration) ([]r
 		{fmt.Sprintf("bigvc: peak RSS with %d VMs", big.vms), fmt.Sprintf("%.1f MB", float64(big.peakRSSKB)/1024), "<= 100 MB"},
 		{fmt.Sprintf("bigvc: peak RSS with %d VMs (only the Nodes)", small.vms), fmt.Sprintf("%.1f MB", float64(small.peakRSSKB)/1024), ""},
 	}, nil
+}
+
+// bigFleet starts a tagged simulated vCenter with about vms VMs in 10
+// clusters, every SOAP call delayed, and writes its cloud config (global
+// first, then zone and region labels) in the work directory; chosen are
+// nodes VMs spread over it.
+func bigFleet(ctx context.Context, e env, vms, nodes int, delay time.Duration, global string) (*vcsim.Fleet, []vcsim.VM, string, error) {
+	const clusters = 10
+	perCluster := max(vms/clusters, 1)
+	fmt.Printf("building a simulated vCenter with %d VMs in %d clusters, %v per SOAP call ...\n", perCluster*clusters, clusters, delay)
+	start := time.Now()
+	fleet, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-big", Clusters: clusters, Hosts: 2, VMs: 1, Copies: perCluster - 1, Latency: delay})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := tagFleet(ctx, fleet); err != nil {
+		fleet.Close()
+		return nil, nil, "", err
+	}
+	all := fleet.VMs()
+	step := max(len(all)/nodes, 1)
+	var chosen []vcsim.VM
+	for i := 0; i < len(all) && len(chosen) < nodes; i += step {
+		chosen = append(chosen, all[i])
+	}
+	fmt.Printf("simulated %d VMs in %v; %d of them are Nodes\n", len(all), time.Since(start).Round(time.Second), len(chosen))
+	cfgPath := filepath.Join(e.work, fmt.Sprintf("big-%d.yaml", len(all)))
+	cfg := global + "labels:\n  zone: k8s-zone\n  region: k8s-region\n"
+	if err := os.WriteFile(cfgPath, []byte(fleet.Config(cfg, nil)), 0o600); err != nil {
+		fleet.Close()
+		return nil, nil, "", err
+	}
+	return fleet, chosen, cfgPath, nil
 }
