@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -77,8 +78,7 @@ func newConfigCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
 		Use:   "config",
 		Short: "Check and convert cloud-config files (YAML or legacy INI)",
 	}
-	var noEnv bool
-	var output string
+	vo := &validateOptions{env: env, stdout: stdout, stderr: stderr}
 	validate := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Validate a cloud-config; print a summary, or every problem with file:line and field",
@@ -89,37 +89,60 @@ format, errors and warnings with file, line, field and message, and the
 summary), for CI pipelines.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			switch output {
-			case "text":
-			case "json":
-				valid, err := writeValidationReport(stdout, args[0], envFor(noEnv, env))
-				if err != nil {
-					return err
-				}
-				if !valid {
-					return exitError{1}
-				}
-				return nil
-			default:
-				return fmt.Errorf("-o %q: use text or json", output)
+			vo.file = args[0]
+			if err := vo.Validate(); err != nil {
+				return err
 			}
-			cfg, ok := load(args[0], envFor(noEnv, env), stderr)
-			if !ok {
-				return exitError{1}
-			}
-			printSummary(stdout, args[0], cfg)
-			return nil
+			return vo.Run()
 		},
 	}
-	convert := newConvertCommand(func(file string) (*config.Config, bool) {
-		return load(file, envFor(noEnv, env), stderr)
-	}, stdout, stderr)
-	validate.Flags().StringVarP(&output, "output", "o", "text", "text or json")
-	for _, c := range []*cobra.Command{validate, convert} {
-		c.Flags().BoolVar(&noEnv, "ignore-env", false, "do not apply the VSPHERE_* / VCENTER_* environment overrides")
-	}
-	cmd.AddCommand(validate, convert)
+	vo.AddFlags(validate.Flags())
+	cmd.AddCommand(validate, newConvertCommand(env, stdout, stderr))
 	return cmd
+}
+
+// validateOptions are the flags and argument of `config validate`.
+type validateOptions struct {
+	file   string
+	output string
+	noEnv  bool
+
+	env            []string
+	stdout, stderr io.Writer
+}
+
+func (o *validateOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVarP(&o.output, "output", "o", "text", "text or json")
+	f.BoolVar(&o.noEnv, "ignore-env", false, "do not apply the VSPHERE_* / VCENTER_* environment overrides")
+}
+
+// Validate checks the flags alone.
+func (o *validateOptions) Validate() error {
+	if o.output != "text" && o.output != "json" {
+		return fmt.Errorf("-o %q: use text or json", o.output)
+	}
+	return nil
+}
+
+// Run reads the file and reports; exit status 1 when it is not valid.
+func (o *validateOptions) Run() error {
+	env := envFor(o.noEnv, o.env)
+	if o.output == "json" {
+		valid, err := writeValidationReport(o.stdout, o.file, env)
+		if err != nil {
+			return err
+		}
+		if !valid {
+			return exitError{1}
+		}
+		return nil
+	}
+	cfg, ok := load(o.file, env, o.stderr)
+	if !ok {
+		return exitError{1}
+	}
+	printSummary(o.stdout, o.file, cfg)
+	return nil
 }
 
 func envFor(ignore bool, env []string) []string {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -21,9 +22,8 @@ import (
 // newConvertCommand is `config convert`: the canonical YAML of a config on
 // stdout, its inline credentials moved to a Secret manifest or a secrets
 // directory (--secret-out), never to stdout.
-func newConvertCommand(load func(string) (*config.Config, bool), stdout, stderr io.Writer) *cobra.Command {
-	var secretOut string
-	ref := config.DefaultConvertSecret
+func newConvertCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
+	o := &convertOptions{ref: config.DefaultConvertSecret(), env: env, stdout: stdout, stderr: stderr}
 	cmd := &cobra.Command{
 		Use:   "convert FILE",
 		Short: "Write the equivalent canonical YAML of a cloud-config (INI or YAML) to stdout",
@@ -37,49 +37,83 @@ that the converted config names as global.secretsDirectory. Existing files
 are never overwritten.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, ok := load(args[0])
-			if !ok {
-				return exitError{1}
-			}
-			opts := config.EncodeOptions{Secret: ref}
-			toDir := false
-			if secretOut != "" {
-				if fi, err := os.Stat(secretOut); (err == nil && fi.IsDir()) || strings.HasSuffix(secretOut, "/") {
-					toDir = true
-					opts.SecretsDirectory = filepath.Clean(secretOut)
-				}
-			}
-			out, moved, notes, err := config.Encode(cfg, opts)
-			if err != nil {
+			o.file = args[0]
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			data := credentialData(moved)
-			switch {
-			case len(moved) == 0:
-			case secretOut == "":
-				notes = append(notes, fmt.Sprintf("create Secret %s with their credentials: run again with --secret-out FILE (a manifest) or --secret-out DIR/ (files)", ref))
-			case toDir:
-				if err := writeSecretFiles(opts.SecretsDirectory, data); err != nil {
-					return err
-				}
-				notes = append(notes, fmt.Sprintf("credentials written to %s (mode 0600); mount that directory at %s in the CCM's pod", opts.SecretsDirectory, opts.SecretsDirectory))
-			default:
-				if err := writeSecretManifest(secretOut, ref, data); err != nil {
-					return err
-				}
-				notes = append(notes, fmt.Sprintf("credentials written to %s (mode 0600): kubectl apply -f %s", secretOut, secretOut))
-			}
-			for _, n := range notes {
-				fmt.Fprintln(stderr, "note:", n)
-			}
-			_, err = stdout.Write(out)
-			return err
+			return o.Run()
 		},
 	}
-	cmd.Flags().StringVar(&secretOut, "secret-out", "", "write the inline credentials to this Secret manifest, or to this directory (ending in /) as files")
-	cmd.Flags().StringVar(&ref.Name, "secret-name", ref.Name, "the Secret the converted config reads moved credentials from")
-	cmd.Flags().StringVar(&ref.Namespace, "secret-namespace", ref.Namespace, "its namespace")
+	o.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// convertOptions are the flags and argument of `config convert`.
+type convertOptions struct {
+	file      string
+	secretOut string
+	ref       config.SecretRef
+	noEnv     bool
+
+	env            []string
+	stdout, stderr io.Writer
+}
+
+func (o *convertOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.secretOut, "secret-out", "", "write the inline credentials to this Secret manifest, or to this directory (ending in /) as files")
+	f.StringVar(&o.ref.Name, "secret-name", o.ref.Name, "the Secret the converted config reads moved credentials from")
+	f.StringVar(&o.ref.Namespace, "secret-namespace", o.ref.Namespace, "its namespace")
+	f.BoolVar(&o.noEnv, "ignore-env", false, "do not apply the VSPHERE_* / VCENTER_* environment overrides")
+}
+
+// Validate checks the flags alone.
+func (o *convertOptions) Validate() error {
+	if o.ref.Name == "" || o.ref.Namespace == "" {
+		return fmt.Errorf("--secret-name and --secret-namespace must not be empty")
+	}
+	return nil
+}
+
+// Run converts: the config on stdout, notes on stderr, credentials where
+// --secret-out says.
+func (o *convertOptions) Run() error {
+	cfg, ok := load(o.file, envFor(o.noEnv, o.env), o.stderr)
+	if !ok {
+		return exitError{1}
+	}
+	opts := config.EncodeOptions{Secret: o.ref}
+	toDir := false
+	if o.secretOut != "" {
+		if fi, err := os.Stat(o.secretOut); (err == nil && fi.IsDir()) || strings.HasSuffix(o.secretOut, "/") {
+			toDir = true
+			opts.SecretsDirectory = filepath.Clean(o.secretOut)
+		}
+	}
+	out, moved, notes, err := config.Encode(cfg, opts)
+	if err != nil {
+		return err
+	}
+	data := credentialData(moved)
+	switch {
+	case len(moved) == 0:
+	case o.secretOut == "":
+		notes = append(notes, fmt.Sprintf("create Secret %s with their credentials: run again with --secret-out FILE (a manifest) or --secret-out DIR/ (files)", o.ref))
+	case toDir:
+		if err := writeSecretFiles(opts.SecretsDirectory, data); err != nil {
+			return err
+		}
+		notes = append(notes, fmt.Sprintf("credentials written to %s (mode 0600); mount that directory at %s in the CCM's pod", opts.SecretsDirectory, opts.SecretsDirectory))
+	default:
+		if err := writeSecretManifest(o.secretOut, o.ref, data); err != nil {
+			return err
+		}
+		notes = append(notes, fmt.Sprintf("credentials written to %s (mode 0600): kubectl apply -f %s", o.secretOut, o.secretOut))
+	}
+	for _, n := range notes {
+		fmt.Fprintln(o.stderr, "note:", n)
+	}
+	_, err = o.stdout.Write(out)
+	return err
 }
 
 // credentialData lays credentials out as the CCM reads them from a Secret

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -24,11 +25,7 @@ func newTopologyCommand(ctx context.Context, env []string, stdout, stderr io.Wri
 		Use:   "topology",
 		Short: "Inspect how VMs map to zones and regions",
 	}
-	var (
-		cloudConfig, kubeconfig, nodeName, uuid, output string
-		timeout                                         time.Duration
-		csi                                             bool
-	)
+	o := &explainOptions{env: env, stdout: stdout, stderr: stderr}
 	explain := &cobra.Command{
 		Use:   "explain",
 		Short: "Connect to the vCenters and show, for every VM (or one node), its placement, zone and region, and which object and tag gave each",
@@ -45,86 +42,111 @@ CSI differences. Exit status 0 when there is no problem, 3 when problems were
 found, 1 on errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			if cloudConfig == "" {
-				return fmt.Errorf("--cloud-config is required")
-			}
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o %q: use table or json", output)
-			}
-			cfg, ok := load(cloudConfig, env, stderr)
-			if !ok {
-				return exitError{1}
-			}
-			kube, err := kubeClient(kubeconfig)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.Background(), "explain").V(1))
-			// Every VM is explained unless one is asked for.
-			p, err := startOneShot(ctx, cfg, kube, provider.Options{AllVMDetails: nodeName == "" && uuid == ""})
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			var vms []inventory.VM
-			opts := provider.ExplainOptions{CSI: csi}
-			switch {
-			case nodeName != "":
-				if kube == nil {
-					return fmt.Errorf("--node needs --kubeconfig to read the Node")
-				}
-				node, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				vm, err := p.FindVM(ctx, node)
-				if err != nil {
-					return err
-				}
-				vms = append(vms, vm)
-				opts.Nodes = []v1.Node{*node}
-			case uuid != "":
-				vm, err := p.Inventory().FindByUUID(ctx, uuid)
-				if err != nil {
-					return err
-				}
-				vms = append(vms, vm)
-			}
-			if kube != nil && nodeName == "" {
-				nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return fmt.Errorf("list Nodes (for drift): %w", err)
-				}
-				opts.Nodes = nodes.Items
-			}
-			ex := p.Explain(ctx, opts, vms...)
-			if output == "json" {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(ex); err != nil {
-					return err
-				}
-			} else {
-				printExplanation(stdout, ex)
-			}
-			if ex.Problems() > 0 {
-				return exitError{3}
-			}
-			return nil
+			return o.Run(ctx)
 		},
 	}
-	f := explain.Flags()
-	f.StringVar(&cloudConfig, "cloud-config", "", "path of the cloud-config (YAML or INI)")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig to read the Secrets the config names (and --node)")
-	f.StringVar(&nodeName, "node", "", "explain only this Node (needs --kubeconfig)")
-	f.StringVar(&uuid, "uuid", "", "explain only the VM with this BIOS UUID")
-	f.StringVarP(&output, "output", "o", "table", "table or json")
-	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
-	f.BoolVar(&csi, "csi", false, "also show what vSphere CSI computes with the same categories, and every difference")
+	o.AddFlags(explain.Flags())
 	cmd.AddCommand(explain)
 	return cmd
+}
+
+// explainOptions are the flags of `topology explain`.
+type explainOptions struct {
+	cloudConfig, kubeconfig, nodeName, uuid, output string
+	timeout                                         time.Duration
+	csi                                             bool
+
+	env            []string
+	stdout, stderr io.Writer
+}
+
+func (o *explainOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.cloudConfig, "cloud-config", "", "path of the cloud-config (YAML or INI)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig to read the Secrets the config names (and --node)")
+	f.StringVar(&o.nodeName, "node", "", "explain only this Node (needs --kubeconfig)")
+	f.StringVar(&o.uuid, "uuid", "", "explain only the VM with this BIOS UUID")
+	f.StringVarP(&o.output, "output", "o", "table", "table or json")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	f.BoolVar(&o.csi, "csi", false, "also show what vSphere CSI computes with the same categories, and every difference")
+}
+
+// Validate checks the flags alone, before anything is read or connected.
+func (o *explainOptions) Validate() error {
+	switch {
+	case o.cloudConfig == "":
+		return fmt.Errorf("--cloud-config is required")
+	case o.output != "table" && o.output != "json":
+		return fmt.Errorf("-o %q: use table or json", o.output)
+	case o.nodeName != "" && o.kubeconfig == "":
+		return fmt.Errorf("--node needs --kubeconfig to read the Node")
+	}
+	return nil
+}
+
+// Run connects, explains and prints; exit status 3 when problems were found.
+func (o *explainOptions) Run(ctx context.Context) error {
+	cfg, ok := load(o.cloudConfig, o.env, o.stderr)
+	if !ok {
+		return exitError{1}
+	}
+	kube, err := kubeClient(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.Background(), "explain").V(1))
+	// Every VM is explained unless one is asked for.
+	p, err := startOneShot(ctx, cfg, kube, provider.Options{AllVMDetails: o.nodeName == "" && o.uuid == ""})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	var vms []inventory.VM
+	opts := provider.ExplainOptions{CSI: o.csi}
+	switch {
+	case o.nodeName != "":
+		node, err := kube.CoreV1().Nodes().Get(ctx, o.nodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		vm, err := p.FindVM(ctx, node)
+		if err != nil {
+			return err
+		}
+		vms = append(vms, vm)
+		opts.Nodes = []v1.Node{*node}
+	case o.uuid != "":
+		vm, err := p.Inventory().FindByUUID(ctx, o.uuid)
+		if err != nil {
+			return err
+		}
+		vms = append(vms, vm)
+	}
+	if kube != nil && o.nodeName == "" {
+		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("list Nodes (for drift): %w", err)
+		}
+		opts.Nodes = nodes.Items
+	}
+	ex := p.Explain(ctx, opts, vms...)
+	if o.output == "json" {
+		enc := json.NewEncoder(o.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(ex); err != nil {
+			return err
+		}
+	} else {
+		printExplanation(o.stdout, ex)
+	}
+	if ex.Problems() > 0 {
+		return exitError{3}
+	}
+	return nil
 }
 
 func printExplanation(w io.Writer, ex provider.Explanation) {

@@ -272,7 +272,7 @@ func assertRoundTrip(t *testing.T, cfg *Config) {
 	// Inline credentials moved to the default Secret: the same users, and
 	// the Secret named globally, or per vCenter when global names another.
 	want := withoutPasswords(cfg)
-	def := DefaultConvertSecret
+	def := DefaultConvertSecret()
 	global := false
 	for _, m := range moved {
 		for i := range want.VCenters {

@@ -58,7 +58,9 @@ type yamlNodes struct {
 
 // DefaultConvertSecret is the Secret that inline credentials are moved to
 // when EncodeOptions names none.
-var DefaultConvertSecret = SecretRef{Namespace: "kube-system", Name: "vsphere-credentials"}
+func DefaultConvertSecret() SecretRef {
+	return SecretRef{Namespace: "kube-system", Name: "vsphere-credentials"}
+}
 
 // EncodeOptions says where the vCenters whose credentials were inline find
 // them after Encode, which never writes a password into the config.
@@ -90,7 +92,7 @@ type InlineCredential struct {
 // those credentials aside. notes lists what changed and what to do.
 func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredential, notes []string, err error) {
 	if opts.Secret == (SecretRef{}) {
-		opts.Secret = DefaultConvertSecret
+		opts.Secret = DefaultConvertSecret()
 	}
 	if opts.SecretsDirectory != "" && cfg.Global.SecretsDirectory != "" && opts.SecretsDirectory != cfg.Global.SecretsDirectory {
 		return nil, nil, nil, fmt.Errorf("config: the config already reads the secrets directory %s; move the inline credentials to a Secret, or to that directory", cfg.Global.SecretsDirectory)
