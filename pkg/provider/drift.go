@@ -1,17 +1,12 @@
 package provider
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
@@ -134,27 +129,14 @@ func (d *drifts) all() []Drift {
 	return out
 }
 
-// relabel sets the drifted labels of a Node to the VM's current values
-// (labels.onDrift: relabel), the GA and the beta label of each together
-// (otherwise the framework's node controller copies the old beta value
-// back over the GA label). The framework writes topology labels only at
-// initialization, so nothing else would.
-func Relabel(ctx context.Context, kube kubernetes.Interface, list []Drift) error {
-	if len(list) == 0 {
-		return nil
-	}
-	labels := map[string]string{}
-	for _, d := range list {
-		for _, pair := range topologyLabels {
-			if slices.Contains(pair[:], d.Label) {
-				labels[pair[0]], labels[pair[1]] = d.Now, d.Now
-			}
+// Labels returns the GA and the beta label of the Drift's dimension (zone
+// or region): a relabel patches both together, or the framework's node
+// controller copies the old beta value back over the GA label.
+func (d Drift) Labels() [2]string {
+	for _, pair := range topologyLabels {
+		if slices.Contains(pair[:], d.Label) {
+			return pair
 		}
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	if err != nil {
-		return err
-	}
-	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "vsphere-cloud-controller-manager"})
-	return err
+	return [2]string{d.Label, d.Label}
 }

@@ -57,7 +57,7 @@ type Options struct {
 	// Resync re-observes every Node this often even without a change
 	// notification (default 5 minutes), as informers resync.
 	Resync time.Duration
-	// Relabel patches the Node's labels; default provider.Relabel.
+	// Relabel patches the Node's labels; default Relabel.
 	Relabel func(ctx context.Context, kube kubernetes.Interface, list []provider.Drift) error
 	// Clock drives the resync (default: the real clock).
 	Clock clock.WithTicker
@@ -79,7 +79,7 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 		opts.Resync = 5 * time.Minute
 	}
 	if opts.Relabel == nil {
-		opts.Relabel = provider.Relabel
+		opts.Relabel = Relabel
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
