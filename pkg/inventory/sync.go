@@ -102,18 +102,13 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 		}
 		// A vCenter that is down: nothing to do until its health changes.
 		// One that answered with a fault: retry after a back-off too.
-		t := time.NewTimer(bo.Step())
+		d := bo.Step()
 		if errors.Is(err, vcenter.ErrUnavailable) {
-			t.Stop()
+			d = 0
 		}
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if vcenter.Pause(ctx, d, health) != nil {
 			return
-		case <-health:
-		case <-t.C:
 		}
-		t.Stop()
 	}
 }
 

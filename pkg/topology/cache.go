@@ -93,19 +93,13 @@ func (c *Cache) Run(ctx context.Context, interval time.Duration) {
 		} else {
 			bo = retryBackoff(interval)
 		}
-		t := time.NewTimer(wait)
 		switch {
 		case err == nil:
 			health = nil // refreshed: only the interval counts
 		case errors.Is(err, vcenter.ErrUnavailable):
-			t.Stop() // nothing to do until the vCenter is back
+			wait = 0 // nothing to do until the vCenter is back
 		}
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		case <-health:
-		}
-		t.Stop()
+		_ = vcenter.Pause(ctx, wait, health) // ctx's end is seen at the top
 	}
 }
 

@@ -1,0 +1,27 @@
+package vcenter
+
+import (
+	"context"
+	"time"
+)
+
+// Pause is the wait between two rounds of a loop that follows a vCenter
+// (the inventory's updates, the tag refreshes): until ctx ends, wake is
+// signalled (closed: HealthChanged) or d has passed. d <= 0 waits for wake
+// alone (a vCenter that is down: nothing to do until it is back); a nil
+// wake never signals. It returns ctx.Err().
+func Pause(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-timeout:
+	}
+	return nil
+}

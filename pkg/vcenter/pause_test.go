@@ -1,0 +1,37 @@
+package vcenter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+func TestPause(t *testing.T) {
+	closed := make(chan struct{})
+	close(closed)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		d    time.Duration
+		wake <-chan struct{}
+		want error
+	}{
+		{"woken, no deadline", context.Background(), 0, closed, nil},
+		{"woken before an hour", context.Background(), time.Hour, closed, nil},
+		{"deadline passed, never woken", context.Background(), time.Nanosecond, nil, nil},
+		{"ctx ended, no deadline, never woken", cancelled, 0, nil, context.Canceled},
+		{"ctx ended before an hour", cancelled, time.Hour, make(chan struct{}), context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := vcenter.Pause(tt.ctx, tt.d, tt.wake); !errors.Is(err, tt.want) || (err == nil) != (tt.want == nil) {
+				t.Errorf("Pause = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
