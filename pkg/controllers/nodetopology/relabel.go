@@ -11,9 +11,6 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
-// FieldManager names this controller's writes to Nodes.
-const FieldManager = "vsphere-cloud-controller-manager"
-
 // Relabel sets the drifted labels of a Node to the VM's current values
 // (labels.onDrift: relabel), the GA and the beta label of each together
 // (otherwise the framework's node controller copies the old beta value
@@ -32,6 +29,6 @@ func Relabel(ctx context.Context, kube kubernetes.Interface, list []provider.Dri
 	if err != nil {
 		return err
 	}
-	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Name})
 	return err
 }
