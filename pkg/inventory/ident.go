@@ -109,3 +109,13 @@ func (m multimap[K]) get(k K) []*ident {
 	}
 	return m.more[k]
 }
+
+func (id *ident) uuidString() string {
+	if id.uuid == (uuidKey{}) {
+		return ""
+	}
+	h := hex.EncodeToString(id.uuid[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// complete copies vm with VCenter and Datacenter filled in.

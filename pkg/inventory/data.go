@@ -1,0 +1,265 @@
+package inventory
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// The data of an index and the functions that apply the property
+// collector's updates to it: no locking, no requests (Index and the sync
+// loop hold the lock and make the requests).
+
+type ref = types.ManagedObjectReference
+
+// data is one consistent copy of a vCenter's inventory.
+type data struct {
+	objects map[ref]*Object
+	vms     map[string]*ident // every VM in scope, by reference value
+	byUUID  multimap[uuidKey]
+	byName  multimap[string]
+	byHost  multimap[string] // guest host name, lower case
+	details map[string]*VM   // VMs of interest, by reference value
+	// unreadable holds the VMs whose identity cannot be read (see
+	// ident.unreadable), by reference value: while there is one, the
+	// vCenter cannot prove any VM absent.
+	unreadable map[string]*ident
+}
+
+func newData() *data {
+	return &data{objects: map[ref]*Object{}, vms: map[string]*ident{}, byUUID: newMultimap[uuidKey](),
+		byName: newMultimap[string](), byHost: newMultimap[string](), details: map[string]*VM{},
+		unreadable: map[string]*ident{}}
+}
+
+// dropStrayDetails deletes the details of VMs not in scope.
+func (d *data) dropStrayDetails() {
+	for r := range d.details {
+		if d.vms[r] == nil {
+			delete(d.details, r)
+		}
+	}
+}
+
+func (d *data) complete(vc string, vm *VM) VM {
+	out := *vm
+	out.VCenter = vc
+	out.NICs = slices.Clone(vm.NICs)
+	if dc, ok := d.datacenterOf(vm.Folder); ok {
+		out.Datacenter = dc
+	}
+	return out
+}
+
+func (d *data) datacenterOf(r ref) (string, bool) {
+	for range 64 { // bounded: a corrupt parent loop cannot hang us
+		o, ok := d.objects[r]
+		if !ok {
+			return "", false
+		}
+		if r.Type == "Datacenter" {
+			return o.Name, true
+		}
+		r = o.Parent
+	}
+	return "", false
+}
+
+func (d *data) index(id *ident) {
+	if id.unreadable() != "" {
+		d.unreadable[id.ref] = id
+	}
+	if id.uuid != (uuidKey{}) {
+		d.byUUID.add(id.uuid, id)
+	}
+	if id.name != "" {
+		d.byName.add(id.name, id)
+	}
+	if id.host != "" {
+		d.byHost.add(id.host, id)
+	}
+}
+
+func (d *data) unindex(id *ident) {
+	delete(d.unreadable, id.ref)
+	if id.uuid != (uuidKey{}) {
+		d.byUUID.remove(id.uuid, id)
+	}
+	if id.name != "" {
+		d.byName.remove(id.name, id)
+	}
+	if id.host != "" {
+		d.byHost.remove(id.host, id)
+	}
+}
+
+// applyIdentity applies updates of the filter over every VM and object:
+// identities, names and parents; with details, the VMs' details too.
+// It reports whether details or other objects (hosts, clusters and their
+// groups, folders) changed, the VMs (not templates) that entered and the
+// VMs that left.
+func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (changed bool, entered, left []string) {
+	for _, u := range updates {
+		r := u.Obj
+		if r.Type == "VirtualMachine" {
+			if u.Kind == types.ObjectUpdateKindLeave {
+				left = append(left, r.Value)
+				if id := d.vms[r.Value]; id != nil {
+					d.unindex(id)
+					delete(d.vms, r.Value)
+				}
+				if _, ok := d.details[r.Value]; ok {
+					delete(d.details, r.Value)
+					changed = true
+				}
+				continue
+			}
+			id := d.vms[r.Value]
+			if id == nil {
+				id = &ident{ref: r.Value}
+				d.vms[r.Value] = id
+			} else {
+				d.unindex(id)
+			}
+			for _, c := range u.ChangeSet {
+				applyIdent(id, c)
+			}
+			d.index(id)
+			if u.Kind == types.ObjectUpdateKindEnter && !id.template {
+				entered = append(entered, r.Value)
+			}
+			if details {
+				d.applyDetails(u)
+				changed = true
+			}
+			continue
+		}
+		changed = true
+		if u.Kind == types.ObjectUpdateKindLeave {
+			delete(d.objects, r)
+			continue
+		}
+		o := d.objects[r]
+		if o == nil {
+			o = &Object{Ref: r}
+			d.objects[r] = o
+		}
+		for _, c := range u.ChangeSet {
+			switch c.Name {
+			case "name":
+				o.Name, _ = c.Val.(string)
+			case "parent":
+				o.Parent, _ = c.Val.(types.ManagedObjectReference)
+			case "configurationEx":
+				o.Groups = clusterGroupsOf(c.Val)
+			}
+		}
+	}
+	return changed, entered, left
+}
+
+// applyDetails applies one update of a VM's details (the list view's
+// filter, or the single filter with allDetails).
+func (d *data) applyDetails(u types.ObjectUpdate) {
+	r := u.Obj
+	if u.Kind == types.ObjectUpdateKindLeave {
+		delete(d.details, r.Value)
+		return
+	}
+	vm := d.details[r.Value]
+	if vm == nil || u.Kind == types.ObjectUpdateKindEnter {
+		// All of its properties: nothing of an earlier copy (a direct
+		// read) may outlive a property now unset.
+		vm = &VM{Ref: r}
+		d.details[r.Value] = vm
+	}
+	for _, c := range u.ChangeSet {
+		applyVM(vm, c)
+	}
+}
+
+func applyIdent(id *ident, c types.PropertyChange) {
+	switch c.Name {
+	case "name":
+		id.name, _ = c.Val.(string)
+	case "config.uuid":
+		s, _ := c.Val.(string)
+		id.uuid, _ = parseUUID(s)
+	case "config.template":
+		id.template, _ = c.Val.(bool)
+	case "guest.hostName":
+		s, _ := c.Val.(string)
+		id.host = strings.ToLower(s)
+	case "runtime.connectionState":
+		st, _ := c.Val.(types.VirtualMachineConnectionState)
+		id.lost = st == types.VirtualMachineConnectionStateInaccessible ||
+			st == types.VirtualMachineConnectionStateOrphaned || st == types.VirtualMachineConnectionStateInvalid
+	}
+}
+
+func applyVM(vm *VM, c types.PropertyChange) {
+	switch c.Name {
+	case "name":
+		vm.Name, _ = c.Val.(string)
+	case "parent":
+		vm.Folder, _ = c.Val.(types.ManagedObjectReference)
+	case "resourcePool":
+		vm.ResourcePool, _ = c.Val.(types.ManagedObjectReference)
+	case "config.uuid":
+		s, _ := c.Val.(string)
+		vm.UUID = strings.ToLower(s)
+	case "config.instanceUuid":
+		s, _ := c.Val.(string)
+		vm.InstanceUUID = strings.ToLower(s)
+	case "config.guestId":
+		vm.GuestID, _ = c.Val.(string)
+	case "config.template":
+		vm.Template, _ = c.Val.(bool)
+	case "config.hardware.numCPU":
+		vm.NumCPU, _ = c.Val.(int32)
+	case "config.hardware.memoryMB":
+		vm.MemoryMB, _ = c.Val.(int32)
+	case "guest.hostName":
+		vm.GuestHostname, _ = c.Val.(string)
+	case "guest.net":
+		vm.NICs = nil
+		if a, ok := c.Val.(types.ArrayOfGuestNicInfo); ok {
+			vm.NICs = nicsOf(a.GuestNicInfo)
+		}
+	case "runtime.powerState":
+		vm.PowerState, _ = c.Val.(types.VirtualMachinePowerState)
+	case "runtime.host":
+		vm.Host, _ = c.Val.(types.ManagedObjectReference)
+	}
+}
+
+func nicsOf(in []types.GuestNicInfo) []NIC {
+	out := make([]NIC, 0, len(in))
+	for _, n := range in {
+		nic := NIC{Network: n.Network, DeviceConfigID: n.DeviceConfigId, MAC: n.MacAddress}
+		for _, s := range n.IpAddress {
+			if a, err := netip.ParseAddr(s); err == nil {
+				nic.IPs = append(nic.IPs, a.Unmap())
+			}
+		}
+		out = append(out, nic)
+	}
+	return out
+}
+
+// identityProperties are the VM properties followed for every VM; with
+// guest host names, guest.hostName too.
+var identityProperties = []string{"name", "config.uuid", "config.template", "runtime.connectionState"}
+
+// vmProperties are the VM properties followed for the VMs whose details
+// are kept.
+var vmProperties = []string{
+	"name", "parent", "resourcePool", "config.uuid", "config.instanceUuid", "config.guestId",
+	"config.template", "config.hardware.numCPU", "config.hardware.memoryMB",
+	"guest.hostName", "guest.net", "runtime.powerState", "runtime.host",
+}
+
+// objectKinds are the container types whose name and parent are followed.
+var objectKinds = []string{"HostSystem", "ClusterComputeResource", "ComputeResource", "Folder", "Datacenter", "ResourcePool"}
