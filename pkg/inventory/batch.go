@@ -57,6 +57,7 @@ func (b *batchReader) get(ctx context.Context, r string) ([]types.DynamicPropert
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-wait:
+		case <-mine.done: // made by another caller while this one waited
 		}
 		select {
 		case <-mine.done:

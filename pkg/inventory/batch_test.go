@@ -110,7 +110,7 @@ func TestBatchReader(t *testing.T) {
 
 // TestBatchReaderMakerGivesUp: two callers wait for the same request;
 // one gives up (its ctx ends). Whichever of them made the request, the
-// other is not failed with the first one's ctx error: it gets the VM,
+// other is not failed with the first one's ctx error: it gets its VM,
 // reading again if need be.
 func TestBatchReaderMakerGivesUp(t *testing.T) {
 	f := newFakeReads()
@@ -121,15 +121,20 @@ func TestBatchReaderMakerGivesUp(t *testing.T) {
 	<-f.started
 	quitterCtx, giveUp := context.WithCancel(ctx)
 	quitter := getAsync(quitterCtx, b, "vm-1")
-	other := getAsync(ctx, b, "vm-1")
-	poll.True(t, "vm-1 queued", func() bool { return b.queued() == 1 })
+	other := getAsync(ctx, b, "vm-2")
+	poll.True(t, "both queued for the next request", func() bool { return b.queued() == 2 })
 	f.release <- nil
 	<-blocker
-	<-f.started // vm-1's request, made by one of the two
+	<-f.started // the next request, made by one of the two
 	giveUp()
+	// Only once the quitter has returned is any request answered: if it
+	// made the request, its read ended with its ctx, not with an answer.
+	if r := <-quitter; r.err == nil {
+		t.Errorf("the caller that gave up got %+v, want its ctx error", r)
+	}
 	done := make(chan struct{})
 	defer close(done)
-	go func() { // answer every request from now on
+	go func() {
 		for {
 			select {
 			case f.release <- nil:
@@ -139,10 +144,7 @@ func TestBatchReaderMakerGivesUp(t *testing.T) {
 			}
 		}
 	}()
-	if r := <-quitter; r.err == nil {
-		t.Errorf("the caller that gave up got %+v, want its ctx error", r)
-	}
-	if r := <-other; r.err != nil || len(r.props) != 1 {
+	if r := <-other; r.err != nil || len(r.props) != 1 || r.props[0].Val != "vm vm-2" {
 		t.Errorf("the caller that did not give up: %+v", r)
 	}
 }

@@ -360,7 +360,9 @@ func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
 	if props == nil || ix.data.vms[r] == nil {
 		return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())
 	}
-	// Kept until the collector's first update of the VM replaces them.
+	// Kept until the collector's first update of the VM replaces them: it
+	// must be of interest still (it may have left and come back meanwhile).
+	ix.wantLocked(r)
 	ix.data.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
 		Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(props)})
 	return ix.data.complete(ix.VCenter(), ix.data.details[r]), nil

@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -312,4 +313,33 @@ func TestRecoversAfterFollowedVMDeleted(t *testing.T) {
 	if _, err := e.inv.FindByUUID(e.ctx, b.VMs[1].UUID); !errors.Is(err, inventory.ErrNotFound) {
 		t.Errorf("the VM deleted while away: %v, want ErrNotFound", err)
 	}
+}
+
+// TestReplacedSessionsLeaveNoConnections: sessions replaced while the
+// index's long poll and its collector's cleanup run on them leave no
+// connection open once those requests have ended (each open connection
+// holds two goroutines until the vCenter closes it; the fault soak found
+// replicas growing by a hundred).
+func TestReplacedSessionsLeaveNoConnections(t *testing.T) {
+	e := setup(t)
+	v := e.fleet.VCenter("vc-b")
+	ix := e.inv.Index("vc-b")
+	base := v.Connections()
+	const replaced = 4
+	for range replaced {
+		reads := ix.FullReads()
+		if _, err := v.TerminateSessions(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		poll.True(t, "the index read again on a new session", func() bool {
+			ok, _, _ := ix.Status()
+			return ok && ix.FullReads() > reads
+		})
+	}
+	poll.NoError(t, "the replaced sessions' connections closed", 30*time.Second, func() error {
+		if n := v.Connections(); n > base+1 {
+			return fmt.Errorf("%d connections open to vc-b after %d replaced sessions (%d before)", n, replaced, base)
+		}
+		return nil
+	})
 }

@@ -142,6 +142,9 @@ func (st *collector) close(ctx context.Context) {
 	defer cancel()
 	_, _ = methods.CancelWaitForUpdates(cctx, st.session.VIM, &types.CancelWaitForUpdates{This: st.pc.Reference()})
 	_ = st.pc.Destroy(cctx)
+	// Its session may have been replaced: its connections would stay open
+	// (a current session only opens a new one when it needs it).
+	st.session.VIM.Client.CloseIdleConnections()
 }
 
 func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collector, error) {

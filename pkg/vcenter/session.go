@@ -141,6 +141,11 @@ func (c *Client) login(ctx context.Context) error {
 	c.log.Info("Logged in to vCenter", "address", c.vc.Address(), "user", creds.Username, "credentialSource", source)
 	if old != nil {
 		go c.logout(old) // the old session may still be valid on the server (for example only REST expired)
+		// Requests still under way on the old session (a long poll, a
+		// collector's cleanup) return their connections to its pool after
+		// the logout closed it: close them again once every such request
+		// has ended (each is bounded by requestTimeout).
+		time.AfterFunc(c.global.RequestTimeout+5*time.Second, old.VIM.Client.CloseIdleConnections)
 	}
 	return nil
 }
