@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/flight"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
@@ -49,8 +50,8 @@ type Cache struct {
 	synced    bool                                      // a full refresh has completed
 	refreshed time.Time
 	err       error
-	flight    *flight       // the full refresh under way
-	first     chan struct{} // closed at the first completed full refresh
+	flight    *flight.Flight // the full refresh under way
+	first     chan struct{}  // closed at the first completed full refresh
 	changed   notify.Notifier
 }
 
@@ -58,11 +59,6 @@ type Cache struct {
 type catalog struct {
 	catIDs map[string]string // category name -> ID (only those that exist)
 	tags   map[string]tagInfo
-}
-
-type flight struct {
-	done chan struct{}
-	err  error
 }
 
 // NewCache returns an empty cache for the named categories.
@@ -133,21 +129,15 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	c.mu.Lock()
 	if f := c.flight; f != nil {
 		c.mu.Unlock()
-		select {
-		case <-f.done:
-			return f.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return f.Wait(ctx)
 	}
-	f := &flight{done: make(chan struct{})}
+	f := flight.New()
 	c.flight = f
 	c.mu.Unlock()
 
 	cat, attached, err := c.readAll(ctx)
 	c.mu.Lock()
 	c.flight = nil
-	f.err = err
 	c.err = err
 	if err == nil {
 		c.catalog, c.attached = cat, attached
@@ -157,7 +147,7 @@ func (c *Cache) Refresh(ctx context.Context) error {
 		c.synced, c.refreshed = true, time.Now()
 	}
 	c.mu.Unlock()
-	close(f.done)
+	f.Land(err)
 	if err == nil {
 		c.changed.Notify()
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/flight"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
@@ -121,7 +122,7 @@ type Client struct {
 	health     Health
 	changed    notify.Notifier // at the next health change
 	rejected   *rejection
-	flight     *flight
+	flight     *flight.Flight
 	firstDone  bool
 	loginCount int // successful logins, for tests and metrics
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/flight"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
@@ -31,11 +32,6 @@ type rejection struct {
 	at    time.Time
 }
 
-type flight struct {
-	done chan struct{}
-	err  error
-}
-
 // relogin makes sure a session newer than gen exists. Concurrent callers
 // share one login; each waits only as long as its own ctx allows.
 func (c *Client) relogin(ctx context.Context, gen uint64) error {
@@ -46,7 +42,7 @@ func (c *Client) relogin(ctx context.Context, gen uint64) error {
 	}
 	f := c.flight
 	if f == nil {
-		f = &flight{done: make(chan struct{})}
+		f = flight.New()
 		c.flight = f
 		// The login outlives a caller that gives up, so that the others
 		// (and the next call) get its result; it is bounded by ConnectTimeout.
@@ -56,18 +52,12 @@ func (c *Client) relogin(ctx context.Context, gen uint64) error {
 			err := c.login(lctx)
 			c.mu.Lock()
 			c.flight = nil
-			f.err = err
 			c.mu.Unlock()
-			close(f.done)
+			f.Land(err)
 		}()
 	}
 	c.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return f.Wait(ctx)
 }
 
 // credentials returns the current credentials; without any, the vCenter
@@ -230,10 +220,9 @@ func (c *Client) close() {
 	f := c.flight
 	c.mu.Unlock()
 	if f != nil {
-		select {
-		case <-f.done:
-		case <-time.After(5 * time.Second):
-		}
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = f.Wait(wctx)
+		cancel()
 	}
 	c.mu.Lock()
 	s := c.sess
