@@ -13,6 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/flight"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
@@ -43,6 +44,7 @@ type tagInfo struct {
 type Cache struct {
 	client     Client
 	categories []string // names of the categories of interest
+	clock      clock.PassiveClock
 
 	mu        sync.RWMutex
 	catalog   *catalog                                  // nil until read once
@@ -61,9 +63,13 @@ type catalog struct {
 	tags   map[string]tagInfo
 }
 
-// NewCache returns an empty cache for the named categories.
-func NewCache(c Client, categories []string) *Cache {
-	return &Cache{client: c, categories: slices.Compact(slices.Sorted(slices.Values(categories))),
+// NewCache returns an empty cache for the named categories; clk tells its
+// age (nil: the real clock).
+func NewCache(c Client, categories []string, clk clock.PassiveClock) *Cache {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Cache{client: c, categories: slices.Compact(slices.Sorted(slices.Values(categories))), clock: clk,
 		attached: map[types.ManagedObjectReference][]string{}, first: make(chan struct{})}
 }
 
@@ -144,7 +150,7 @@ func (c *Cache) Refresh(ctx context.Context) error {
 		if !c.synced {
 			close(c.first)
 		}
-		c.synced, c.refreshed = true, time.Now()
+		c.synced, c.refreshed = true, c.clock.Now()
 	}
 	c.mu.Unlock()
 	f.Land(err)
@@ -250,7 +256,7 @@ func (c *Cache) Ensure(ctx context.Context) error {
 // for the interval, at most once per age.
 func (c *Cache) RefreshIfOlder(ctx context.Context, age time.Duration) (bool, error) {
 	c.mu.RLock()
-	fresh := c.synced && time.Since(c.refreshed) < age
+	fresh := c.synced && c.clock.Since(c.refreshed) < age
 	c.mu.RUnlock()
 	if fresh || len(c.categories) == 0 {
 		return false, nil

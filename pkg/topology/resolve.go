@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
@@ -68,12 +69,17 @@ type ResolverOptions struct {
 	// resolved again (default 30s): a tag attached since the last refresh
 	// is seen at once, at the cost of at most one refresh per interval.
 	MissRefreshAfter time.Duration
+	// Clock tells the tag caches' age (default: the real clock).
+	Clock clock.PassiveClock
 }
 
 // NewResolver builds one tag cache per vCenter client.
 func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client, opts ResolverOptions) *Resolver {
 	if opts.MissRefreshAfter <= 0 {
 		opts.MissRefreshAfter = 30 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	cats := []string{}
 	if cfg.Labels.Zone != "" {
@@ -87,7 +93,7 @@ func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client,
 	}
 	r := &Resolver{cfg: cfg, inv: inv, caches: map[string]*Cache{}, opts: opts}
 	for _, c := range clients {
-		r.caches[c.Name()] = NewCache(c, cats)
+		r.caches[c.Name()] = NewCache(c, cats, opts.Clock)
 	}
 	return r
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
@@ -252,5 +253,25 @@ func TestTagAttachedAfterRefresh(t *testing.T) {
 	must(t, lazy.res.Cache("vc-c").Refresh(ctx))
 	if got, err := lazy.resolve(t, ctx, vm); err != nil || got.Zone.Value != "zone-"+vm.Cluster {
 		t.Errorf("after a refresh: %v, %v", got, err)
+	}
+}
+
+// TestRefreshIfOlderByClock: a lookup's refresh on a missing tag happens
+// only once the cache is older than asked, by the Resolver's clock.
+func TestRefreshIfOlderByClock(t *testing.T) {
+	f, ctx := startFleet(t)
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	s := start(t, ctx, f, zoneAndRegion, nil, topology.ResolverOptions{Clock: clk})
+	c := s.res.Cache("vc-b")
+	if did, err := c.RefreshIfOlder(ctx, time.Minute); did || err != nil {
+		t.Fatalf("refreshed a cache younger than a minute: %v, %v", did, err)
+	}
+	_, before, _ := c.Status()
+	clk.SetTime(clk.Now().Add(time.Minute + time.Second))
+	if did, err := c.RefreshIfOlder(ctx, time.Minute); !did || err != nil {
+		t.Fatalf("did not refresh a cache older than a minute: %v, %v", did, err)
+	}
+	if _, after, _ := c.Status(); !after.After(before) {
+		t.Errorf("refreshed at %v, before %v: the refresh time is not the clock's", after, before)
 	}
 }
