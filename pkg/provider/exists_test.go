@@ -17,6 +17,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/events"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -228,7 +229,7 @@ func TestSilentVCenter(t *testing.T) {
 		t.Fatalf("before: InstanceExists = %v, %v; want false, nil", ok, err)
 	}
 	b := e.fleet.VCenter("vc-b")
-	must(t, b.SetMode(vcsim.Silent))
+	must.OK(t, b.SetMode(vcsim.Silent))
 	// The Node's VM moves into vc-b (here: gets the UUID) while vc-b is
 	// silent: at once, before the index is stale, the live check keeps it.
 	b.SetUUID(b.VMs[0].Ref, absentUUID)
@@ -243,7 +244,7 @@ func TestSilentVCenter(t *testing.T) {
 		t.Errorf("vc-b is %s: the staleness bound, not the request timeout, must notice a silent vCenter", h.State)
 	}
 	unproven(t, e, gone)
-	must(t, b.SetMode(vcsim.Up))
+	must.OK(t, b.SetMode(vcsim.Up))
 	poll.True(t, "vc-b current again", func() bool {
 		ok, _, _ := ix.Status()
 		return ok

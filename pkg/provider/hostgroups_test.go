@@ -11,6 +11,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -23,30 +24,30 @@ func TestHostGroupZonesCostNoRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-s", Hosts: 2, VMs: 4})
-	must(t, err)
+	must.OK(t, err)
 	defer f.Close()
 	v := f.VCenter("vc-s")
 	cluster := v.VMs[0].ClusterRef
 	hosts := v.ClusterHosts(cluster)
 	sites := []vcsim.Site{{Name: "site-a", Hosts: hosts[:1]}, {Name: "site-b", Hosts: hosts[1:]}}
 	for i, vm := range v.VMs {
-		must(t, v.Relocate(ctx, vm.Ref, hosts[i%2]))
+		must.OK(t, v.Relocate(ctx, vm.Ref, hosts[i%2]))
 		sites[i%2].VMs = append(sites[i%2].VMs, vm.Ref)
 	}
-	must(t, v.Stretch(ctx, cluster, sites...))
+	must.OK(t, v.Stretch(ctx, cluster, sites...))
 	text := f.Config(fmt.Sprintf("labels:\n  zone: k8s-zone\nhostGroupZones:\n- cluster: %q\n  hostGroupPattern: ^(site-[ab])-hosts$\n  region: metro\n", v.VMs[0].Cluster), nil)
 	cfg, _, err := config.Parse("hg.yaml", []byte(text), config.Options{})
-	must(t, err)
+	must.OK(t, err)
 	var counter vcsim.Counter
 	p, err := provider.New(cfg, provider.Options{VCenter: vcenter.Options{WrapTransport: counter.Wrap}})
-	must(t, err)
-	must(t, p.Start(ctx, nil))
+	must.OK(t, err)
+	must.OK(t, p.Start(ctx, nil))
 	defer p.Close()
-	must(t, p.WaitForSync(ctx))
+	must.OK(t, p.WaitForSync(ctx))
 	check := func() {
 		for i, vm := range v.VMs {
 			md, err := p.InstanceMetadata(ctx, node(vm))
-			must(t, err)
+			must.OK(t, err)
 			if want := map[int]string{0: "site-a", 1: "site-b"}[i%2]; md.Zone != want || md.Region != "metro" {
 				t.Fatalf("%s: zone %q region %q, want %s and metro", vm.Name, md.Zone, md.Region, want)
 			}

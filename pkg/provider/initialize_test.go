@@ -17,6 +17,7 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -52,15 +53,15 @@ func TestInitializeRetriesStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 1})
-	must(t, err)
+	must.OK(t, err)
 	defer f.Close()
 	a := f.VCenter("vc-a")
 	text := f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n", nil)
 	text = strings.Replace(text, "    user: "+a.User+"\n    password: "+a.Password+"\n", "    secretName: vc-creds\n    secretNamespace: kube-system\n", 1)
 	cfg, _, err := config.Parse("i.yaml", []byte(text), config.Options{})
-	must(t, err)
+	must.OK(t, err)
 	p, err := provider.New(cfg, provider.Options{})
-	must(t, err)
+	must.OK(t, err)
 	defer p.Close()
 	kube := fake.NewClientset(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vc-creds", Namespace: "kube-system"},
 		Data: map[string][]byte{a.Server() + ".username": []byte(a.User), a.Server() + ".password": []byte(a.Password)}})

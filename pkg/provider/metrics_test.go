@@ -14,6 +14,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 func TestMetrics(t *testing.T) {
@@ -27,13 +28,13 @@ func TestMetrics(t *testing.T) {
 	text := e.fleet.Config("global:\n  connectTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)
 	text = strings.Replace(text, "password: "+e.fleet.VCenter("vc-c").Password, "password: wrong", 1)
 	cfg, _, err := config.Parse("m.yaml", []byte(text), config.Options{})
-	must(t, err)
+	must.OK(t, err)
 	p, err := provider.New(cfg, provider.Options{Metrics: m, VCenter: vcenter.Options{RetryMin: time.Hour}})
-	must(t, err)
-	must(t, p.Start(e.ctx, nil))
+	must.OK(t, err)
+	must.OK(t, p.Start(e.ctx, nil))
 	defer p.Close()
-	must(t, p.Inventory().Index("vc-a").WaitSynced(e.ctx))
-	must(t, p.Pool().WaitFirstAttempt(e.ctx))
+	must.OK(t, p.Inventory().Index("vc-a").WaitSynced(e.ctx))
+	must.OK(t, p.Pool().WaitFirstAttempt(e.ctx))
 	vm := e.fleet.VCenter("vc-a").VMs[0]
 	if _, err := p.InstanceMetadata(e.ctx, node(vm)); err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ vsphere_ccm_vm_absence_verdicts_total{verdict="unproven"} 0
 		t.Error(err)
 	}
 	families, err := reg.Gather()
-	must(t, err)
+	must.OK(t, err)
 	seen := map[string]bool{}
 	for _, f := range families {
 		seen[f.GetName()] = true
@@ -110,14 +111,14 @@ vsphere_ccm_vm_absence_verdicts_total{verdict="unproven"} 0
 func TestEvents(t *testing.T) {
 	e := stretched(t, "", nil)
 	c := e.fleet.VCenter("vc-c")
-	must(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
+	must.OK(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
 	rec := record.NewFakeRecorder(10)
 	cfg := e.p.Config()
 	p, err := provider.New(cfg, provider.Options{Recorder: rec})
-	must(t, err)
-	must(t, p.Start(e.ctx, nil))
+	must.OK(t, err)
+	must.OK(t, p.Start(e.ctx, nil))
 	defer p.Close()
-	must(t, p.WaitForSync(e.ctx))
+	must.OK(t, p.WaitForSync(e.ctx))
 	for range 3 { // the same problem three times: one event
 		if _, err := p.InstanceMetadata(e.ctx, node(c.VMs[0])); err == nil {
 			t.Fatal("conflicting tags accepted")
@@ -156,7 +157,7 @@ func registry(t *testing.T, m *provider.Metrics) metrics.KubeRegistry {
 func gauge(t *testing.T, reg metrics.KubeRegistry, name, vc string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
-	must(t, err)
+	must.OK(t, err)
 	for _, f := range families {
 		if f.GetName() != name {
 			continue

@@ -20,6 +20,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -29,13 +30,6 @@ type env struct {
 	ctx   context.Context
 	fleet *vcsim.Fleet
 	p     *provider.Provider
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // stretched starts vc-a (dc-1 with 2 clusters, dc-2), vc-b and vc-c, tags
@@ -58,12 +52,12 @@ func stretchedWith(t *testing.T, global, head string, per map[string][]string, o
 		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1", "dc-2"}, Clusters: 2, Hosts: 2, VMs: 2},
 		vcsim.Spec{Name: "vc-b", Hosts: 2, VMs: 2},
 		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 2})
-	must(t, err)
+	must.OK(t, err)
 	t.Cleanup(f.Close)
 	for _, v := range f.VCenters {
 		for _, vm := range v.VMs {
-			must(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
-			must(t, v.Tag(ctx, "k8s-region", "region-"+v.Name+"-"+vm.Datacenter, v.Datacenter(vm.Datacenter)))
+			must.OK(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+			must.OK(t, v.Tag(ctx, "k8s-region", "region-"+v.Name+"-"+vm.Datacenter, v.Datacenter(vm.Datacenter)))
 		}
 	}
 	if head == "" {
@@ -74,13 +68,13 @@ func stretchedWith(t *testing.T, global, head string, per map[string][]string, o
 	}
 	text := f.Config(global+head, per)
 	cfg, _, err := config.Parse("test.yaml", []byte(text), config.Options{})
-	must(t, err)
+	must.OK(t, err)
 	opts.VCenter.RetryMin, opts.VCenter.RetryMax = 50*time.Millisecond, 200*time.Millisecond
 	p, err := provider.New(cfg, opts)
-	must(t, err)
-	must(t, p.Start(ctx, nil))
+	must.OK(t, err)
+	must.OK(t, p.Start(ctx, nil))
 	t.Cleanup(p.Close)
-	must(t, p.WaitForSync(ctx))
+	must.OK(t, p.WaitForSync(ctx))
 	return &env{t: t, ctx: ctx, fleet: f, p: p}
 }
 
@@ -130,25 +124,25 @@ func TestLifecycle(t *testing.T) {
 	vm := object.NewVirtualMachine(b.Admin(), target.Ref)
 
 	task, err := vm.PowerOff(e.ctx)
-	must(t, err)
-	must(t, task.Wait(e.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(e.ctx))
 	poll.True(t, "shutdown reported", func() bool {
 		off, err := e.p.InstanceShutdown(e.ctx, n)
 		return off && err == nil
 	})
 	task, err = vm.PowerOn(e.ctx)
-	must(t, err)
-	must(t, task.Wait(e.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(e.ctx))
 	poll.True(t, "running reported", func() bool {
 		off, err := e.p.InstanceShutdown(e.ctx, n)
 		return !off && err == nil
 	})
 	task, err = vm.PowerOff(e.ctx)
-	must(t, err)
-	must(t, task.Wait(e.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(e.ctx))
 	task, err = vm.Destroy(e.ctx)
-	must(t, err)
-	must(t, task.Wait(e.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(e.ctx))
 	poll.True(t, "deletion reported", func() bool {
 		ok, err := e.p.InstanceExists(e.ctx, n)
 		return !ok && err == nil
@@ -169,7 +163,7 @@ func TestVMotionSeenAtNextLookup(t *testing.T) {
 	}
 	n := node(from)
 	md, err := e.p.InstanceMetadata(e.ctx, n)
-	must(t, err)
+	must.OK(t, err)
 	if md.Zone != "zone-vc-a-dc-1-c0" {
 		t.Fatalf("zone before vMotion: %s", md.Zone)
 	}
@@ -177,8 +171,8 @@ func TestVMotionSeenAtNextLookup(t *testing.T) {
 	pool := *cluster.ResourcePool
 	task, err := object.NewVirtualMachine(a.Admin(), from.Ref).Relocate(e.ctx,
 		types.VirtualMachineRelocateSpec{Host: &to.HostRef, Pool: &pool}, types.VirtualMachineMovePriorityDefaultPriority)
-	must(t, err)
-	must(t, task.Wait(e.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(e.ctx))
 	poll.True(t, "the new zone", func() bool {
 		md, err := e.p.InstanceMetadata(e.ctx, n)
 		return err == nil && md.Zone == "zone-vc-a-dc-1-c1"
@@ -203,15 +197,15 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 	}
 
 	// Conflicting zone tags: an error naming the object and the tags.
-	must(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
-	must(t, e.p.Topology().Cache("vc-c").Refresh(e.ctx))
+	must.OK(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
+	must.OK(t, e.p.Topology().Cache("vc-c").Refresh(e.ctx))
 	_, err := e.p.InstanceMetadata(e.ctx, node(c.VMs[0]))
 	if err == nil || !strings.Contains(err.Error(), "zone-other") || !strings.Contains(err.Error(), c.VMs[0].Cluster) {
 		t.Errorf("conflicting tags: %v", err)
 	}
 
 	// vc-a goes down: its nodes error, never "gone"; the others work.
-	must(t, a.SetMode(vcsim.Down))
+	must.OK(t, a.SetMode(vcsim.Down))
 	ca, _ := e.p.Pool().Client("vc-a")
 	poll.True(t, "vc-a down", func() bool {
 		_, _ = e.p.InstanceExists(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}})
@@ -242,7 +236,7 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 	if ok, err := e.p.InstanceExists(e.ctx, gone); ok || err == nil || !errors.Is(err, vcenter.ErrUnavailable) {
 		t.Errorf("unknown VM while vc-a is down: %v, %v; want an error, never false", ok, err)
 	}
-	must(t, a.SetMode(vcsim.Up))
+	must.OK(t, a.SetMode(vcsim.Up))
 	poll.True(t, "definitive answer after recovery", func() bool {
 		ok, err := e.p.InstanceExists(e.ctx, gone)
 		return !ok && err == nil
@@ -266,7 +260,7 @@ func TestAddressRulesOnSimulator(t *testing.T) {
 		return err == nil && len(md.NodeAddresses) > 0 && slices.ContainsFunc(md.NodeAddresses, func(a v1.NodeAddress) bool { return a.Address == "10.99.0.5" })
 	})
 	md, err := e.p.InstanceMetadata(e.ctx, node(vm))
-	must(t, err)
+	must.OK(t, err)
 	want := []v1.NodeAddress{
 		{Type: v1.NodeInternalIP, Address: "fd00:99::5"}, // ipv6 first; external subnet is IPv4 only
 		{Type: v1.NodeInternalIP, Address: "10.99.0.5"},

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 // TestCSIParity: vSphere CSI reads tags only on the host chain. A zone
@@ -17,17 +18,17 @@ func TestCSIParity(t *testing.T) {
 	tagZonesOnClustersAndVMs(t, ctx, f)
 	b := f.VCenter("vc-b")
 	hostTagged := b.VMs[0]
-	must(t, b.Tag(ctx, "k8s-zone", "host-zone", hostTagged.HostRef))
+	must.OK(t, b.Tag(ctx, "k8s-zone", "host-zone", hostTagged.HostRef))
 
 	t.Run("full chain", func(t *testing.T) {
 		s := start(t, ctx, f, "labels:\n  zone: k8s-zone\n", map[string][]string{"vc-c": {"staticTopology:", "  zone: static-zone"}})
 		for _, vm := range f.VMs() {
 			found, err := s.inv.FindByUUID(ctx, vm.UUID)
-			must(t, err)
+			must.OK(t, err)
 			applied, err := s.res.Resolve(ctx, found)
-			must(t, err)
+			must.OK(t, err)
 			csi, err := s.res.CSI(ctx, found)
-			must(t, err)
+			must.OK(t, err)
 			diffs := topology.CSIDifferences(applied, csi)
 			switch {
 			case vm.VCenter == "vc-a":
@@ -55,7 +56,7 @@ func TestCSIParity(t *testing.T) {
 		s := start(t, ctx, f, "labels:\n  zone: k8s-zone\n  csiCompatible: true\n", nil)
 		for _, vm := range b.VMs {
 			found, err := s.inv.FindByUUID(ctx, vm.UUID)
-			must(t, err)
+			must.OK(t, err)
 			got, err := s.res.Resolve(ctx, found)
 			if vm.HostRef == hostTagged.HostRef {
 				if err != nil || got.Zone.Value != "host-zone" {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -41,7 +42,7 @@ func startStretched(t *testing.T) (*stretched, context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	t.Cleanup(cancel)
 	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-s", Clusters: 2, Hosts: 4, VMs: 5})
-	must(t, err)
+	must.OK(t, err)
 	t.Cleanup(f.Close)
 	tagStretched(t, ctx, f)
 	v := f.VCenter("vc-s")
@@ -57,7 +58,7 @@ func startStretched(t *testing.T) (*stretched, context.Context) {
 			continue
 		}
 		i := len(s.vms)
-		must(t, v.Relocate(ctx, vm.Ref, s.hosts[i%4]))
+		must.OK(t, v.Relocate(ctx, vm.Ref, s.hosts[i%4]))
 		s.site[vm.Name] = map[bool]string{true: "a", false: "b"}[i%4 < 2]
 		s.vms = append(s.vms, vm)
 	}
@@ -65,7 +66,7 @@ func startStretched(t *testing.T) (*stretched, context.Context) {
 	for _, vm := range s.vms[:len(s.vms)-1] {
 		sites[s.site[vm.Name]].VMs = append(sites[s.site[vm.Name]].VMs, vm.Ref)
 	}
-	must(t, v.Stretch(ctx, s.cluster, *sites["a"], *sites["b"]))
+	must.OK(t, v.Stretch(ctx, s.cluster, *sites["a"], *sites["b"]))
 	return s, ctx
 }
 
@@ -156,7 +157,7 @@ func TestHostGroupFailover(t *testing.T) {
 		}
 		return got.Placement
 	}
-	must(t, s.v.Relocate(ctx, vm.Ref, s.hosts[3]))
+	must.OK(t, s.v.Relocate(ctx, vm.Ref, s.hosts[3]))
 	poll.True(t, "the inventory to see the VM on site b", func() bool {
 		p := placement()
 		return p.Actual != nil && p.Actual.Value == "zone-b"
@@ -164,7 +165,7 @@ func TestHostGroupFailover(t *testing.T) {
 	if reason, w := placement().Warning(); reason != topology.ReasonOutsideIntendedZone || !strings.Contains(w, `runs in zone "zone-b"`) || !strings.Contains(w, `outside its intended zone "zone-a"`) {
 		t.Errorf("warning %s %q, want OutsideIntendedZone naming both zones", reason, w)
 	}
-	must(t, s.v.Relocate(ctx, vm.Ref, s.hosts[0]))
+	must.OK(t, s.v.Relocate(ctx, vm.Ref, s.hosts[0]))
 	poll.True(t, "the VM back on site a", func() bool { reason, _ := placement().Warning(); return reason == "" })
 }
 
@@ -175,7 +176,7 @@ func TestHostGroupErrors(t *testing.T) {
 	// A second VM group for a VM of site a, tied to site b; a host of site a
 	// also in a host group mapped to zone-b.
 	twoRules, twoGroupsHost := s.vms[1], s.vms[0] // on hosts 1 and 0
-	must(t, s.v.SetGroups(ctx, s.cluster,
+	must.OK(t, s.v.SetGroups(ctx, s.cluster,
 		[]types.BaseClusterGroupInfo{
 			&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "extra-vms"}, Vm: []types.ManagedObjectReference{twoRules.Ref}},
 			&types.ClusterHostGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "also-b-hosts"}, Host: []types.ManagedObjectReference{s.hosts[0]}},
@@ -246,7 +247,7 @@ func TestHostGroupsOverStatic(t *testing.T) {
 // group, it resolves.
 func TestHostGroupNoZone(t *testing.T) {
 	s, ctx := startStretched(t)
-	must(t, s.v.Relocate(ctx, s.loose.Ref, s.hosts[2])) // site b, whose host group the entry does not map
+	must.OK(t, s.v.Relocate(ctx, s.loose.Ref, s.hosts[2])) // site b, whose host group the entry does not map
 	entry := s.hostGroupZones("  hostGroups:\n    site-a-hosts: zone-a\n")
 
 	st := start(t, ctx, s.f, "labels:\n  region: k8s-region\n"+entry, nil)
@@ -272,7 +273,7 @@ func TestHostGroupNoZone(t *testing.T) {
 	}
 
 	// The VM moves to a host of a mapped group: resolved.
-	must(t, s.v.Relocate(ctx, s.loose.Ref, s.hosts[1]))
+	must.OK(t, s.v.Relocate(ctx, s.loose.Ref, s.hosts[1]))
 	poll.True(t, "the VM on a mapped host", func() bool {
 		got, err := st.resolve(t, ctx, s.loose)
 		return err == nil && got.Zone != nil && got.Zone.Value == "zone-a"

@@ -16,6 +16,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -47,18 +48,11 @@ func tagStretched(t *testing.T, ctx context.Context, f *vcsim.Fleet) {
 			dcs[vm.Datacenter] = v.Datacenter(vm.Datacenter)
 		}
 		for name, ref := range dcs {
-			must(t, v.Tag(ctx, "k8s-region", v.Name+"-"+name, ref))
+			must.OK(t, v.Tag(ctx, "k8s-region", v.Name+"-"+name, ref))
 		}
 		for name, ref := range clusters {
-			must(t, v.Tag(ctx, "k8s-zone", "zone-"+name, ref))
+			must.OK(t, v.Tag(ctx, "k8s-zone", "zone-"+name, ref))
 		}
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -71,11 +65,11 @@ type stack struct {
 func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per map[string][]string, opts ...topology.ResolverOptions) stack {
 	t.Helper()
 	cfg, _, err := config.Parse("test.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"+head, per)), config.Options{})
-	must(t, err)
+	must.OK(t, err)
 	creds := credentials.New(cfg, credentials.Options{})
-	must(t, creds.StartAndWait(ctx))
+	must.OK(t, creds.StartAndWait(ctx))
 	pool, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: creds})
-	must(t, err)
+	must.OK(t, err)
 	pool.Start(ctx)
 	t.Cleanup(pool.Close)
 	var ic []inventory.Client
@@ -88,21 +82,21 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 	rctx, cancel := context.WithCancel(ctx)
 	inv.Start(rctx)
 	t.Cleanup(func() { cancel(); inv.Wait() }) // before the pool and the simulators close
-	must(t, inv.WaitForSync(ctx))
+	must.OK(t, inv.WaitForSync(ctx))
 	var o topology.ResolverOptions
 	if len(opts) > 0 {
 		o = opts[0]
 	}
 	res := topology.NewResolver(cfg, inv, tc, o)
 	res.Start(rctx)
-	must(t, res.WaitForSync(ctx))
+	must.OK(t, res.WaitForSync(ctx))
 	return stack{inv, res}
 }
 
 func (s stack) resolve(t *testing.T, ctx context.Context, vm vcsim.VM) (topology.Result, error) {
 	t.Helper()
 	found, err := s.inv.FindByUUID(ctx, vm.UUID)
-	must(t, err)
+	must.OK(t, err)
 	return s.res.Resolve(ctx, found)
 }
 
@@ -114,8 +108,8 @@ func TestStretched(t *testing.T) {
 	// A host tag overrides its cluster's; an extra category becomes a label.
 	a := f.VCenter("vc-a")
 	override := a.VMs[0]
-	must(t, a.Tag(ctx, "k8s-zone", "zone-host-override", override.HostRef))
-	must(t, a.Tag(ctx, "rack", "r42", override.ClusterRef))
+	must.OK(t, a.Tag(ctx, "k8s-zone", "zone-host-override", override.HostRef))
+	must.OK(t, a.Tag(ctx, "rack", "r42", override.ClusterRef))
 	s := start(t, ctx, f, zoneAndRegion+"  additional:\n  - category: rack\n    label: example.com/rack\n", nil)
 
 	for _, vm := range f.VMs() {
@@ -148,10 +142,10 @@ func tagZonesOnClustersAndVMs(t *testing.T, ctx context.Context, f *vcsim.Fleet)
 	t.Helper()
 	a, b := f.VCenter("vc-a"), f.VCenter("vc-b")
 	for _, vm := range a.VMs {
-		must(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+		must.OK(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
 	}
 	for _, vm := range b.VMs {
-		must(t, b.Tag(ctx, "k8s-zone", "vm-zone-"+vm.Name, vm.Ref))
+		must.OK(t, b.Tag(ctx, "k8s-zone", "vm-zone-"+vm.Name, vm.Ref))
 	}
 }
 
@@ -186,9 +180,9 @@ func TestTagErrors(t *testing.T) {
 	f, ctx := startFleet(t)
 	a, b := f.VCenter("vc-a"), f.VCenter("vc-b")
 	conflictVM, invalidVM := a.VMs[0], b.VMs[0]
-	must(t, a.Tag(ctx, "k8s-zone", "zone-1", conflictVM.ClusterRef))
-	must(t, a.Tag(ctx, "k8s-zone", "zone-2", conflictVM.ClusterRef)) // the simulator does not enforce cardinality
-	must(t, b.Tag(ctx, "k8s-zone", "not a valid label!", invalidVM.ClusterRef))
+	must.OK(t, a.Tag(ctx, "k8s-zone", "zone-1", conflictVM.ClusterRef))
+	must.OK(t, a.Tag(ctx, "k8s-zone", "zone-2", conflictVM.ClusterRef)) // the simulator does not enforce cardinality
+	must.OK(t, b.Tag(ctx, "k8s-zone", "not a valid label!", invalidVM.ClusterRef))
 	s := start(t, ctx, f, "labels:\n  zone: k8s-zone\n", nil)
 
 	_, err := s.resolve(t, ctx, conflictVM)
@@ -233,7 +227,7 @@ func TestTagAttachedAfterRefresh(t *testing.T) {
 	tagStretched(t, ctx, f)
 	c := f.VCenter("vc-c")
 	vm := c.VMs[0]
-	must(t, c.Untag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+	must.OK(t, c.Untag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
 	eager := start(t, ctx, f, zoneAndRegion, nil, topology.ResolverOptions{MissRefreshAfter: time.Nanosecond})
 	lazy := start(t, ctx, f, zoneAndRegion, nil) // 30 s
 	var me *topology.MissingTagError
@@ -242,7 +236,7 @@ func TestTagAttachedAfterRefresh(t *testing.T) {
 			t.Fatalf("untagged cluster: %v, want a MissingTagError", err)
 		}
 	}
-	must(t, c.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+	must.OK(t, c.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
 	if got, err := eager.resolve(t, ctx, vm); err != nil || got.Zone.Value != "zone-"+vm.Cluster {
 		t.Errorf("after tagging, with a refresh on a miss: %v, %v", got, err)
 	}
@@ -250,7 +244,7 @@ func TestTagAttachedAfterRefresh(t *testing.T) {
 	if _, err := lazy.resolve(t, ctx, vm); !errors.As(err, &me) {
 		t.Errorf("after tagging, cache refreshed just now: %v, want the miss until the next refresh", err)
 	}
-	must(t, lazy.res.Cache("vc-c").Refresh(ctx))
+	must.OK(t, lazy.res.Cache("vc-c").Refresh(ctx))
 	if got, err := lazy.resolve(t, ctx, vm); err != nil || got.Zone.Value != "zone-"+vm.Cluster {
 		t.Errorf("after a refresh: %v, %v", got, err)
 	}

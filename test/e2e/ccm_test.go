@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 // ccm is one CCM process of a test, run as a Deployment would run it.
@@ -33,13 +35,13 @@ type ccm struct {
 func (h *harness) startCCM(extra ...string) *ccm {
 	h.t.Helper()
 	artifacts := filepath.Join(h.root, ".cache", "e2e")
-	must(h.t, os.MkdirAll(artifacts, 0o755))
+	must.OK(h.t, os.MkdirAll(artifacts, 0o755))
 	h.ccms++
 	c := &ccm{log: filepath.Join(artifacts, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(h.t.Name(), "/", "_"), h.ccms)), exited: make(chan struct{})}
 	logf, err := os.Create(c.log)
-	must(h.t, err)
+	must.OK(h.t, err)
 	args, err := h.cp.CCMArgs(h.cfgPath)
-	must(h.t, err)
+	must.OK(h.t, err)
 	for i, a := range args {
 		if port, ok := strings.CutPrefix(a, "--secure-port="); ok {
 			c.serving = "https://127.0.0.1:" + port
@@ -54,7 +56,7 @@ func (h *harness) startCCM(extra ...string) *ccm {
 	c.cmd = exec.Command(h.binary, args...)
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	must(h.t, c.cmd.Start())
+	must.OK(h.t, c.cmd.Start())
 	go func() { _ = c.cmd.Wait(); close(c.exited) }()
 	t := h.t
 	t.Cleanup(func() {
@@ -127,11 +129,11 @@ func (c *ccm) get(path string) (string, error) {
 func (c *ccm) metric(t *testing.T, series string) float64 {
 	t.Helper()
 	body, err := c.get("/metrics")
-	must(t, err)
+	must.OK(t, err)
 	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
-			must(t, err)
+			must.OK(t, err)
 			return f
 		}
 	}

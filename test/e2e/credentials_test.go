@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
@@ -54,7 +55,7 @@ func TestCredentialRotation(t *testing.T) {
 	h.waitSecretLoaded(t, c, func() { h.setSecret(t, secretName, a.User, "rotated-password", false) })
 	a.SetPassword("rotated-password")
 	n, err := a.TerminateSessions(h.ctx)
-	must(t, err)
+	must.OK(t, err)
 	if n == 0 {
 		t.Fatal("no session of the CCM on vc-a to terminate")
 	}
@@ -69,7 +70,7 @@ func TestCredentialRotation(t *testing.T) {
 	// rejected once; the Secret update is tried at once.
 	a.SetPassword("third-password")
 	_, err = a.TerminateSessions(h.ctx)
-	must(t, err)
+	must.OK(t, err)
 	poll.NoError(t, "the stale password rejected", 30*time.Second, func() error {
 		if len(a.FailedLogins()) == 0 {
 			return errNotYet
@@ -99,10 +100,10 @@ func TestSecretKeyRemoved(t *testing.T) {
 
 	h.waitSecretLoaded(t, c, func() {
 		s, err := h.kube.CoreV1().Secrets("kube-system").Get(h.ctx, secretName, metav1.GetOptions{})
-		must(t, err)
+		must.OK(t, err)
 		s.Data = map[string][]byte{"unrelated": []byte("x")}
 		_, err = h.kube.CoreV1().Secrets("kube-system").Update(h.ctx, s, metav1.UpdateOptions{})
-		must(t, err)
+		must.OK(t, err)
 	})
 	h.waitSession(t, false)
 	h.register(t, a.VMs[1], false)
@@ -125,7 +126,7 @@ func TestSessionExpired(t *testing.T) {
 	h.register(t, b.VMs[0], false)
 	h.waitInitialized(t, b.VMs[0])
 	n, err := b.TerminateSessions(h.ctx)
-	must(t, err)
+	must.OK(t, err)
 	if n == 0 {
 		t.Fatal("no session of the CCM on vc-b to terminate")
 	}

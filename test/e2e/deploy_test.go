@@ -24,6 +24,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 // manifests is what `kubectl apply -k deploy/` sends: the kustomize build
@@ -31,9 +33,9 @@ import (
 func (h *harness) manifests(dir ...string) []*unstructured.Unstructured {
 	h.t.Helper()
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(append([]string{h.root, "deploy"}, dir...)...))
-	must(h.t, err)
+	must.OK(h.t, err)
 	out, err := m.AsYaml()
-	must(h.t, err)
+	must.OK(h.t, err)
 	return h.decode(out)
 }
 
@@ -46,9 +48,9 @@ func (h *harness) decode(data []byte) []*unstructured.Unstructured {
 		if errors.Is(err, io.EOF) {
 			return out
 		}
-		must(h.t, err)
+		must.OK(h.t, err)
 		u := &unstructured.Unstructured{}
-		must(h.t, yaml.Unmarshal(doc, &u.Object))
+		must.OK(h.t, yaml.Unmarshal(doc, &u.Object))
 		if len(u.Object) > 0 {
 			out = append(out, u)
 		}
@@ -60,13 +62,13 @@ func (h *harness) decode(data []byte) []*unstructured.Unstructured {
 func (h *harness) helmManifests(ns string, args ...string) []*unstructured.Unstructured {
 	h.t.Helper()
 	out, err := exec.CommandContext(h.ctx, "bash", filepath.Join(h.root, "hack", "build-helm.sh")).Output()
-	must(h.t, err)
+	must.OK(h.t, err)
 	helm := strings.TrimSpace(string(out))
 	cmd := exec.CommandContext(h.ctx, helm, append([]string{"template", "ccm",
 		filepath.Join(h.root, "deploy", "chart", "vsphere-cloud-controller-manager"),
 		"-n", ns, "-f", filepath.Join(h.root, "deploy", "testdata", "stretched-values.yaml")}, args...)...)
 	rendered, err := cmd.Output()
-	must(h.t, err)
+	must.OK(h.t, err)
 	return h.decode(rendered)
 }
 
@@ -75,15 +77,15 @@ func (h *harness) helmManifests(ns string, args ...string) []*unstructured.Unstr
 func (h *harness) resources(t *testing.T) func(*unstructured.Unstructured) dynamic.ResourceInterface {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(h.cp.Config)
-	must(t, err)
+	must.OK(t, err)
 	kube, err := h.cp.Client()
-	must(t, err)
+	must.OK(t, err)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	return func(u *unstructured.Unstructured) dynamic.ResourceInterface {
 		t.Helper()
 		gvk := u.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		must(t, err)
+		must.OK(t, err)
 		if ns := u.GetNamespace(); ns != "" {
 			return dyn.Resource(m.Resource).Namespace(ns)
 		}
@@ -125,17 +127,17 @@ func (h *harness) applyManifests(t *testing.T, kinds ...string) {
 func (h *harness) serviceAccountKubeconfig() string {
 	h.t.Helper()
 	kube, err := h.cp.Client()
-	must(h.t, err)
+	must.OK(h.t, err)
 	exp := int64(3600)
 	tok, err := kube.CoreV1().ServiceAccounts("kube-system").CreateToken(h.ctx, "vsphere-cloud-controller-manager",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
-	must(h.t, err)
+	must.OK(h.t, err)
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: h.cp.URL, CertificateAuthorityData: h.cp.Config.CAData}
 	cfg.AuthInfos["ccm"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
 	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "ccm"}
 	cfg.CurrentContext = "e2e"
 	path := filepath.Join(h.work, "ccm.kubeconfig")
-	must(h.t, clientcmd.WriteToFile(*cfg, path))
+	must.OK(h.t, clientcmd.WriteToFile(*cfg, path))
 	return path
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -127,21 +128,21 @@ func setupFleet(t *testing.T, specs ...vcsim.Spec) *harness {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	t.Cleanup(cancel)
 	root, err := repoRoot()
-	must(t, err)
+	must.OK(t, err)
 	h := &harness{t: t, ctx: ctx, root: root, work: t.TempDir(), binary: built.ccm}
 	h.cp, err = controlplane.Start(ctx, built.controlPlane, filepath.Join(h.work, "control-plane"))
-	must(t, err)
+	must.OK(t, err)
 	t.Cleanup(h.cp.Stop)
 	h.kube, err = h.cp.Client()
-	must(t, err)
+	must.OK(t, err)
 
 	h.fleet, err = vcsim.Start(ctx, specs...)
-	must(t, err)
+	must.OK(t, err)
 	t.Cleanup(h.fleet.Close)
 	for _, v := range h.fleet.VCenters {
 		for _, vm := range v.VMs {
-			must(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
-			must(t, v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)))
+			must.OK(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+			must.OK(t, v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)))
 		}
 	}
 	// The shipped manifests: all pass a server-side dry run; the
@@ -168,14 +169,7 @@ func (h *harness) writeConfig(per map[string][]string) {
 	text := h.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 5s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n"+h.labelsTail, lines) + h.configTail
 	text = strings.Replace(text, "    user: "+a.User+"\n    password: "+a.Password+"\n", "", 1)
 	h.cfgPath = filepath.Join(h.work, "vsphere.yaml")
-	must(h.t, os.WriteFile(h.cfgPath, []byte(text), 0o600))
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	must.OK(h.t, os.WriteFile(h.cfgPath, []byte(text), 0o600))
 }
 
 func (h *harness) setSecret(t *testing.T, name, user, pass string, create bool) {
@@ -188,7 +182,7 @@ func (h *harness) setSecret(t *testing.T, name, user, pass string, create bool) 
 	} else {
 		_, err = h.kube.CoreV1().Secrets("kube-system").Update(h.ctx, s, metav1.UpdateOptions{})
 	}
-	must(t, err)
+	must.OK(t, err)
 }
 
 // register creates a Node the way kubelet --cloud-provider=external does.
@@ -198,7 +192,7 @@ func (h *harness) register(t *testing.T, vm vcsim.VM, swapped bool) {
 	if swapped {
 		uuid = strings.ToUpper(inventory.SwapUUID(vm.UUID))
 	}
-	must(t, controlplane.RegisterNode(h.ctx, h.kube, vm.Name, uuid))
+	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, vm.Name, uuid))
 }
 
 // registerAll registers a Node for every VM of the fleet.
@@ -320,7 +314,7 @@ func (h *harness) uninitialized(t *testing.T, vms ...vcsim.VM) {
 	t.Helper()
 	for _, vm := range vms {
 		n, err := h.node(vm.Name)
-		must(t, err)
+		must.OK(t, err)
 		if !hasTaint(n, uninitializedTaint) || n.Spec.ProviderID != "" {
 			t.Errorf("%s initialized while its vCenter was unusable", vm.Name)
 		}

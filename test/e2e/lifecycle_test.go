@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -37,9 +38,9 @@ func TestNodesInitialized(t *testing.T) {
 		t.Errorf("no warning about --profiling in the CCM log")
 	}
 	req, err := http.NewRequestWithContext(h.ctx, http.MethodPut, c.serving+"/debug/flags/v", strings.NewReader("10"))
-	must(t, err)
+	must.OK(t, err)
 	res, err := insecureHTTP.Do(req)
-	must(t, err)
+	must.OK(t, err)
 	res.Body.Close()
 	if res.StatusCode != http.StatusNotFound {
 		t.Errorf("PUT /debug/flags/v: %s, want 404 Not Found", res.Status)
@@ -51,7 +52,7 @@ func TestNodesInitialized(t *testing.T) {
 func TestGhostNode(t *testing.T) {
 	h := setup(t)
 	h.startCCM()
-	must(t, controlplane.RegisterNode(h.ctx, h.kube, "ghost-node", "4299FFFF-0000-4000-8000-000000000000"))
+	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, "ghost-node", "4299FFFF-0000-4000-8000-000000000000"))
 	h.waitEvent(t, "ghost-node", "VMNotFound", "ghost-node")
 	poll.NoError(t, "ghost node deleted", 30*time.Second, func() error {
 		if _, err := h.node("ghost-node"); !apierrors.IsNotFound(err) {
@@ -72,8 +73,8 @@ func TestPowerOff(t *testing.T) {
 	h.waitInitialized(t, vm)
 	obj := object.NewVirtualMachine(b.Admin(), vm.Ref)
 	task, err := obj.PowerOff(h.ctx)
-	must(t, err)
-	must(t, task.Wait(h.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(h.ctx))
 	poll.NoError(t, "shutdown taint", 30*time.Second, func() error {
 		n, err := h.node(vm.Name)
 		if err != nil || !hasTaint(n, shutdownTaint) {
@@ -82,14 +83,14 @@ func TestPowerOff(t *testing.T) {
 		return nil
 	})
 	task, err = obj.PowerOn(h.ctx)
-	must(t, err)
-	must(t, task.Wait(h.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(h.ctx))
 	// The kubelet reports Ready again.
 	n, err := h.node(vm.Name)
-	must(t, err)
+	must.OK(t, err)
 	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}
 	_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, n, metav1.UpdateOptions{})
-	must(t, err)
+	must.OK(t, err)
 	poll.NoError(t, "shutdown taint removed", 30*time.Second, func() error {
 		n, err := h.node(vm.Name)
 		if err != nil || hasTaint(n, shutdownTaint) {
@@ -110,11 +111,11 @@ func TestDestroyedVM(t *testing.T) {
 	h.waitInitialized(t, vm)
 	obj := object.NewVirtualMachine(c.Admin(), vm.Ref)
 	task, err := obj.PowerOff(h.ctx)
-	must(t, err)
-	must(t, task.Wait(h.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(h.ctx))
 	task, err = obj.Destroy(h.ctx)
-	must(t, err)
-	must(t, task.Wait(h.ctx))
+	must.OK(t, err)
+	must.OK(t, task.Wait(h.ctx))
 	poll.NoError(t, "node deleted", 30*time.Second, func() error {
 		if _, err := h.node(vm.Name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("node still there (%v)", err)
@@ -131,17 +132,17 @@ func TestDestroyedVM(t *testing.T) {
 func TestAbsenceNeedsProof(t *testing.T) {
 	h := setup(t)
 	b := h.fleet.VCenter("vc-b")
-	must(t, b.SetMode(vcsim.Down))
+	must.OK(t, b.SetMode(vcsim.Down))
 	c := h.startCCM()
 	const byUUID, byName = "uuid-unknown", "name-only"
-	must(t, controlplane.RegisterNode(h.ctx, h.kube, byUUID, "4299EEEE-0000-4000-8000-000000000000"))
-	must(t, controlplane.RegisterNode(h.ctx, h.kube, byName, ""))
+	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, byUUID, "4299EEEE-0000-4000-8000-000000000000"))
+	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, byName, ""))
 	for _, name := range []string{byUUID, byName} {
 		n, err := h.node(name)
-		must(t, err)
+		must.OK(t, err)
 		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletNotReady"}}
 		_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, n, metav1.UpdateOptions{})
-		must(t, err)
+		must.OK(t, err)
 	}
 	// Asked, the CCM says "cannot tell" and why.
 	for _, name := range []string{byUUID, byName} {
@@ -153,7 +154,7 @@ func TestAbsenceNeedsProof(t *testing.T) {
 		}
 	}
 
-	must(t, b.SetMode(vcsim.Up))
+	must.OK(t, b.SetMode(vcsim.Up))
 	poll.NoError(t, byUUID+" deleted once every vCenter answered", 60*time.Second, func() error {
 		if _, err := h.node(byUUID); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)

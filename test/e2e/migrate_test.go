@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/preflight"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -35,11 +36,11 @@ func (h *harness) referenceNode(t *testing.T, vm vcsim.VM, zone, region string) 
 		Spec: v1.NodeSpec{ProviderID: "vsphere://" + vm.UUID},
 	}
 	created, err := h.kube.CoreV1().Nodes().Create(h.ctx, n, metav1.CreateOptions{})
-	must(t, err)
+	must.OK(t, err)
 	created.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: vm.Name},
 		{Type: v1.NodeInternalIP, Address: vm.IPv4}, {Type: v1.NodeExternalIP, Address: vm.IPv4}}
 	_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, created, metav1.UpdateOptions{})
-	must(t, err)
+	must.OK(t, err)
 }
 
 func (h *harness) preflight(t *testing.T) (int, preflightReport, string) {
@@ -88,7 +89,7 @@ func TestMigrationPreflight(t *testing.T) {
 	moved := vms[2]
 	h.referenceNode(t, moved, "zone-old", "region-"+moved.Datacenter)
 	before, err := h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
-	must(t, err)
+	must.OK(t, err)
 
 	code, r, stderr := h.preflight(t)
 	if code != 3 || !r.Blocking || r.Nodes != 3 {
@@ -109,7 +110,7 @@ func TestMigrationPreflight(t *testing.T) {
 		t.Errorf("fields %v", fields)
 	}
 	after, err := h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
-	must(t, err)
+	must.OK(t, err)
 	for i := range after.Items {
 		if after.Items[i].ResourceVersion != before.Items[i].ResourceVersion {
 			t.Errorf("preflight wrote Node %s", after.Items[i].Name)
@@ -118,11 +119,11 @@ func TestMigrationPreflight(t *testing.T) {
 
 	// The operator aligns the zone: nothing blocks; instance types are notes.
 	n, err := h.node(moved.Name)
-	must(t, err)
+	must.OK(t, err)
 	n.Labels[v1.LabelTopologyZone] = "zone-" + moved.Cluster
 	n.Labels[v1.LabelFailureDomainBetaZone] = "zone-" + moved.Cluster
 	_, err = h.kube.CoreV1().Nodes().Update(h.ctx, n, metav1.UpdateOptions{})
-	must(t, err)
+	must.OK(t, err)
 	code, r, stderr = h.preflight(t)
 	if code != 0 || r.Blocking {
 		t.Fatalf("exit %d, report %+v\n%s", code, r, stderr)

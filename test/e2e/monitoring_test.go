@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
@@ -27,24 +28,24 @@ const prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v
 func (h *harness) installMonitoringCRDs(t *testing.T) {
 	t.Helper()
 	out, err := exec.CommandContext(h.ctx, "go", "mod", "download", "-json", prometheusOperator).Output()
-	must(t, err)
+	must.OK(t, err)
 	var mod struct{ Dir, Error string }
-	must(t, json.Unmarshal(out, &mod))
+	must.OK(t, json.Unmarshal(out, &mod))
 	if mod.Dir == "" {
 		t.Fatalf("go mod download %s: %s", prometheusOperator, mod.Error)
 	}
 	dyn, err := dynamic.NewForConfig(h.cp.Config)
-	must(t, err)
+	must.OK(t, err)
 	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	for _, name := range []string{"servicemonitors", "prometheusrules"} {
 		data, err := os.ReadFile(filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+name+".yaml"))
-		must(t, err)
+		must.OK(t, err)
 		objs := h.decode(data)
 		if len(objs) != 1 {
 			t.Fatalf("%s: %d objects", name, len(objs))
 		}
 		_, err = crds.Create(h.ctx, objs[0], metav1.CreateOptions{})
-		must(t, err)
+		must.OK(t, err)
 		poll.NoError(t, "CRD "+name+" established", 60*time.Second, func() error {
 			u, err := crds.Get(h.ctx, objs[0].GetName(), metav1.GetOptions{})
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -23,8 +24,8 @@ import (
 func TestSiteDownAtStart(t *testing.T) {
 	h := setup(t)
 	b, c := h.fleet.VCenter("vc-b"), h.fleet.VCenter("vc-c")
-	must(t, b.SetMode(vcsim.Down))
-	must(t, c.SetMode(vcsim.Hung))
+	must.OK(t, b.SetMode(vcsim.Down))
+	must.OK(t, c.SetMode(vcsim.Hung))
 	h.registerAll(t)
 	start := time.Now()
 	h.startCCM()
@@ -33,12 +34,12 @@ func TestSiteDownAtStart(t *testing.T) {
 	h.uninitialized(t, append(b.VMs, c.VMs...)...)
 
 	back := time.Now()
-	must(t, b.SetMode(vcsim.Up))
-	must(t, c.SetMode(vcsim.Up))
+	must.OK(t, b.SetMode(vcsim.Up))
+	must.OK(t, c.SetMode(vcsim.Up))
 	h.waitInitialized(t, append(b.VMs, c.VMs...)...)
 	t.Logf("vc-b's and vc-c's nodes initialized %.1fs after both returned", time.Since(back).Seconds())
 	n, err := h.node(b.VMs[0].Name)
-	must(t, err)
+	must.OK(t, err)
 	if n.Annotations[provider.AnnotationRetry] == "" {
 		t.Errorf("%s: no %s annotation: the retry was not requested", n.Name, provider.AnnotationRetry)
 	}
@@ -58,7 +59,7 @@ func TestOutageDeletesNothing(t *testing.T) {
 	}
 	h.waitInitialized(t, oldA...)
 
-	must(t, a.SetMode(vcsim.Down))
+	must.OK(t, a.SetMode(vcsim.Down))
 	errorsBefore := c.metric(t, `vsphere_ccm_node_lookups_total{result="error"}`)
 	newB := b.VMs[len(b.VMs)-1]
 	h.register(t, newB, false)
@@ -78,7 +79,7 @@ func TestOutageDeletesNothing(t *testing.T) {
 		}
 	}
 	h.uninitialized(t, newA)
-	must(t, a.SetMode(vcsim.Up))
+	must.OK(t, a.SetMode(vcsim.Up))
 	h.waitInitialized(t, newA)
 }
 
@@ -90,10 +91,10 @@ func TestBadCAFile(t *testing.T) {
 	b := h.fleet.VCenter("vc-b")
 	missing := filepath.Join(h.work, "vc-b-ca.pem")
 	text, err := os.ReadFile(h.cfgPath)
-	must(t, err)
+	must.OK(t, err)
 	head, tail, _ := strings.Cut(string(text), "  vc-b:\n")
 	tail = strings.Replace(tail, "caFile: "+h.fleet.CAFile, "caFile: "+missing, 1)
-	must(t, os.WriteFile(h.cfgPath, []byte(head+"  vc-b:\n"+tail), 0o600))
+	must.OK(t, os.WriteFile(h.cfgPath, []byte(head+"  vc-b:\n"+tail), 0o600))
 
 	h.startCCM()
 	h.registerAll(t)
@@ -102,7 +103,7 @@ func TestBadCAFile(t *testing.T) {
 	h.uninitialized(t, b.VMs...)
 
 	ca, err := os.ReadFile(h.fleet.CAFile)
-	must(t, err)
-	must(t, os.WriteFile(missing, ca, 0o600))
+	must.OK(t, err)
+	must.OK(t, os.WriteFile(missing, ca, 0o600))
 	h.waitInitialized(t, b.VMs...)
 }

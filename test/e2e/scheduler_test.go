@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
@@ -71,7 +72,7 @@ func deployment(name string, replicas int32, spec v1.PodSpec) *appsv1.Deployment
 // the secondary site (zone-b) lands only on its Nodes.
 func TestSchedulerUsesZones(t *testing.T) {
 	h, s := setupStretched(t)
-	must(t, h.cp.StartScheduling(h.ctx, built.controlPlane))
+	must.OK(t, h.cp.StartScheduling(h.ctx, built.controlPlane))
 	h.startCCM()
 	h.registerAll(t)
 	other := h.fleet.VCenter("vc-b").VMs[0]
@@ -81,7 +82,7 @@ func TestSchedulerUsesZones(t *testing.T) {
 	h.waitLabels(t, s.loose, "zone-a", "stretched")
 	h.waitInitialized(t, other)
 	for _, vm := range h.fleet.VMs() {
-		must(t, controlplane.MarkReady(h.ctx, h.kube, vm.Name))
+		must.OK(t, controlplane.MarkReady(h.ctx, h.kube, vm.Name))
 	}
 
 	t.Run("spread over zones of two vCenters", func(t *testing.T) {
@@ -91,7 +92,7 @@ func TestSchedulerUsesZones(t *testing.T) {
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}},
 		}}
 		_, err := h.kube.AppsV1().Deployments("default").Create(h.ctx, deployment("spread", 6, spec), metav1.CreateOptions{})
-		must(t, err)
+		must.OK(t, err)
 		zones := h.scheduledZones(t, "spread", 6)
 		for _, z := range []string{"zone-a", "zone-b", otherZone} {
 			if zones[z] != 2 {
@@ -118,7 +119,7 @@ func TestSchedulerUsesZones(t *testing.T) {
 			},
 		}
 		_, err := h.kube.CoreV1().PersistentVolumes().Create(h.ctx, pv, metav1.CreateOptions{})
-		must(t, err)
+		must.OK(t, err)
 		sc := "zonal"
 		pvc := &v1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "default"},
@@ -126,12 +127,12 @@ func TestSchedulerUsesZones(t *testing.T) {
 				Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}},
 		}
 		_, err = h.kube.CoreV1().PersistentVolumeClaims("default").Create(h.ctx, pvc, metav1.CreateOptions{})
-		must(t, err)
+		must.OK(t, err)
 		spec := podSpec()
 		spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default", Labels: map[string]string{"app": "db"}}, Spec: spec}
 		_, err = h.kube.CoreV1().Pods("default").Create(h.ctx, pod, metav1.CreateOptions{})
-		must(t, err)
+		must.OK(t, err)
 		if zones := h.scheduledZones(t, "db", 1); zones["zone-b"] != 1 {
 			t.Errorf("the Pod with a zone-b volume landed in %v", zones)
 		}
@@ -141,12 +142,12 @@ func TestSchedulerUsesZones(t *testing.T) {
 		spec := podSpec()
 		spec.NodeSelector = map[string]string{zoneLabel: "zone-b"}
 		_, err := h.kube.AppsV1().Deployments("default").Create(h.ctx, deployment("site-b", 3, spec), metav1.CreateOptions{})
-		must(t, err)
+		must.OK(t, err)
 		if zones := h.scheduledZones(t, "site-b", 3); zones["zone-b"] != 3 {
 			t.Errorf("Pods pinned to zone-b landed in %v", zones)
 		}
 		pods, err := h.kube.CoreV1().Pods("default").List(h.ctx, metav1.ListOptions{LabelSelector: "app=site-b"})
-		must(t, err)
+		must.OK(t, err)
 		for _, p := range pods.Items {
 			if p.Spec.NodeName != s.inB.Name {
 				t.Errorf("Pod %s on %s, want site b's Node %s", p.Name, p.Spec.NodeName, s.inB.Name)

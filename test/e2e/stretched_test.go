@@ -19,6 +19,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -45,10 +46,10 @@ func setupStretched(t *testing.T) (*harness, stretchedCluster) {
 	hosts := a.ClusterHosts(s.clusterRef)
 	s.hostA, s.hostB = hosts[0], hosts[1]
 	s.inA, s.inB, s.loose = a.VMs[0], a.VMs[1], a.VMs[2]
-	must(t, a.Relocate(h.ctx, s.inA.Ref, s.hostA))
-	must(t, a.Relocate(h.ctx, s.inB.Ref, s.hostB))
-	must(t, a.Relocate(h.ctx, s.loose.Ref, s.hostA))
-	must(t, a.Stretch(h.ctx, s.clusterRef,
+	must.OK(t, a.Relocate(h.ctx, s.inA.Ref, s.hostA))
+	must.OK(t, a.Relocate(h.ctx, s.inB.Ref, s.hostB))
+	must.OK(t, a.Relocate(h.ctx, s.loose.Ref, s.hostA))
+	must.OK(t, a.Stretch(h.ctx, s.clusterRef,
 		vcsim.Site{Name: "site-a", Hosts: []types.ManagedObjectReference{s.hostA}, VMs: []types.ManagedObjectReference{s.inA.Ref}},
 		vcsim.Site{Name: "site-b", Hosts: []types.ManagedObjectReference{s.hostB}, VMs: []types.ManagedObjectReference{s.inB.Ref}}))
 	h.configTail = fmt.Sprintf("hostGroupZones:\n- cluster: %s\n  hostGroups:\n    site-a-hosts: zone-a\n    site-b-hosts: zone-b\n  region: stretched\n", s.cluster)
@@ -94,7 +95,7 @@ func TestStretchedClusterHostGroups(t *testing.T) {
 	h.waitEvent(t, s.loose.Name, topology.ReasonNoIntendedZone, "in no VM group", `"zone-a"`)
 
 	// HA restarts site a's VM on site b: it keeps its intended zone.
-	must(t, a.Relocate(h.ctx, s.inA.Ref, s.hostB))
+	must.OK(t, a.Relocate(h.ctx, s.inA.Ref, s.hostB))
 	h.waitEvent(t, s.inA.Name, topology.ReasonOutsideIntendedZone, `runs in zone "zone-b"`, `outside its intended zone "zone-a"`)
 	if n, err := h.node(s.inA.Name); err != nil || n.Labels[zoneLabel] != "zone-a" {
 		t.Errorf("after the HA restart: %v, zone %q; want zone-a kept", err, n.Labels[zoneLabel])
@@ -102,7 +103,7 @@ func TestStretchedClusterHostGroups(t *testing.T) {
 
 	// Site b's VM is moved to site a's VM group: its intended zone is now
 	// zone-a, its label says zone-b.
-	must(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
+	must.OK(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-a-vms"}, Vm: []types.ManagedObjectReference{s.inA.Ref, s.inB.Ref}},
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-b-vms"}},
 	}, nil))
@@ -126,7 +127,7 @@ func TestStretchedClusterHostGroups(t *testing.T) {
 		t.Fatalf("topology explain --csi: %v (want exit status 3: problems found)\n%s", err, stderr.String())
 	}
 	var ex provider.Explanation
-	must(t, json.Unmarshal(stdout.Bytes(), &ex))
+	must.OK(t, json.Unmarshal(stdout.Bytes(), &ex))
 	joined := func(l []string) string { return strings.Join(l, "\n") }
 	for _, want := range []struct {
 		list []string
@@ -163,7 +164,7 @@ func TestRelabelSticks(t *testing.T) {
 	nodes := len(h.fleet.VMs())
 
 	// Site b's VM is moved to site a's VM group: its intended zone is zone-a.
-	must(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
+	must.OK(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-a-vms"}, Vm: []types.ManagedObjectReference{s.inA.Ref, s.inB.Ref}},
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-b-vms"}},
 	}, nil))
@@ -178,10 +179,10 @@ func TestRelabelSticks(t *testing.T) {
 		return nil
 	})
 	n, err := h.node(s.inB.Name)
-	must(t, err)
+	must.OK(t, err)
 	// Every change of the Node from here on.
 	w, err := h.kube.CoreV1().Nodes().Watch(h.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + n.Name, ResourceVersion: n.ResourceVersion})
-	must(t, err)
+	must.OK(t, err)
 	defer w.Stop()
 
 	// Three status passes: every Node's metadata asked three more times.
@@ -190,7 +191,7 @@ func TestRelabelSticks(t *testing.T) {
 	poll.True(t, "three node status passes", func() bool { return c.metric(t, calls) >= base+float64(3*nodes) })
 
 	n, err = h.node(s.inB.Name)
-	must(t, err)
+	must.OK(t, err)
 	for _, l := range []string{zoneLabel, v1.LabelFailureDomainBetaZone} {
 		if n.Labels[l] != "zone-a" {
 			t.Errorf("after three status passes %s = %q, want zone-a (the labels flapped)", l, n.Labels[l])
@@ -207,7 +208,7 @@ func TestRelabelSticks(t *testing.T) {
 		}
 	}
 	evs, err := h.events(s.inB.Name)
-	must(t, err)
+	must.OK(t, err)
 	var relabelled []v1.Event
 	for _, ev := range evs {
 		if ev.Reason == provider.ReasonTopologyRelabelled {
@@ -234,7 +235,7 @@ func TestRelabelSticks(t *testing.T) {
 func (h *harness) nodeWritesBy(t *testing.T) map[string]int {
 	t.Helper()
 	ws, err := h.cp.NodeWrites()
-	must(t, err)
+	must.OK(t, err)
 	out := map[string]int{}
 	for _, w := range ws {
 		if w.Code >= 300 || !strings.HasPrefix(w.UserAgent, "vsphere-cloud-controller-manager/") {
@@ -259,10 +260,10 @@ func TestTopologySeenWithoutStatusPass(t *testing.T) {
 	calls := `vsphere_ccm_instance_calls_total{method="InstanceMetadata"}`
 	before := c.metric(t, calls)
 
-	must(t, a.Relocate(h.ctx, s.inA.Ref, s.hostB))
+	must.OK(t, a.Relocate(h.ctx, s.inA.Ref, s.hostB))
 	h.waitEventWithin(t, 30*time.Second, s.inA.Name, topology.ReasonOutsideIntendedZone, `runs in zone "zone-b"`)
 
-	must(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
+	must.OK(t, a.SetGroups(h.ctx, s.clusterRef, []types.BaseClusterGroupInfo{
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-a-vms"}, Vm: []types.ManagedObjectReference{s.inA.Ref, s.inB.Ref}},
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-b-vms"}},
 	}, nil))

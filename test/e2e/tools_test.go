@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 // TestConfigMistake: a config mistake exits non-zero with file:line, the
@@ -20,7 +21,7 @@ import (
 func TestConfigMistake(t *testing.T) {
 	h := setup(t)
 	bad := filepath.Join(h.work, "bad.yaml")
-	must(t, os.WriteFile(bad, []byte("global:\n  port: 443\nvcenter:\n  x:\n    server: vc.example.com\n    insecureFlg: true\n    pasword: Zq9-secret\n"), 0o600))
+	must.OK(t, os.WriteFile(bad, []byte("global:\n  port: 443\nvcenter:\n  x:\n    server: vc.example.com\n    insecureFlg: true\n    pasword: Zq9-secret\n"), 0o600))
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(h.ctx, h.binary, "--cloud-config="+bad, "--kubeconfig="+h.cp.Kubeconfig)
 	cmd.Stderr = &stderr
@@ -62,7 +63,7 @@ func TestTopologyExplain(t *testing.T) {
 		t.Fatalf("topology explain: %v\n%s", err, stderr.String())
 	}
 	var ex provider.Explanation
-	must(t, json.Unmarshal(stdout.Bytes(), &ex))
+	must.OK(t, json.Unmarshal(stdout.Bytes(), &ex))
 	if len(ex.Placements) != 1 || ex.Placements[0].VM != vm.Name || ex.Placements[0].Zone == nil ||
 		ex.Placements[0].Zone.Value != "zone-"+vm.Cluster || !strings.Contains(ex.Placements[0].Zone.From, "cluster "+vm.Cluster) {
 		t.Errorf("explain: %s", stdout.String())
@@ -78,7 +79,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	h.registerAll(t)
 	h.waitInitialized(t, h.fleet.VMs()...)
 	body, err := c.get("/healthz")
-	must(t, err)
+	must.OK(t, err)
 	if body != "ok" {
 		t.Errorf("/healthz: %q", body)
 	}
@@ -95,14 +96,14 @@ func TestHealthAndMetrics(t *testing.T) {
 	// The build is stamped (make build): --version and the build info
 	// metric name the same version.
 	out, err := exec.CommandContext(h.ctx, h.binary, "--version").Output()
-	must(t, err)
+	must.OK(t, err)
 	version, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "vsphere-cloud-controller-manager ")
 	if !ok || !strings.HasPrefix(version, "v") || strings.Contains(version, "$Format") {
 		t.Errorf("--version printed %q, want vsphere-cloud-controller-manager v...", out)
 	}
 	want = append(want, `git_version="`+version+`"`)
 	body, err = c.get("/metrics")
-	must(t, err)
+	must.OK(t, err)
 	for _, w := range want {
 		if !strings.Contains(body, w) {
 			t.Errorf("/metrics lacks %s", w)

@@ -20,16 +20,10 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/events"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestTopologyDrift, against simulated vCenters with the real provider and
 // the controller on a fake API: an initialized Node whose VM moves to
@@ -43,12 +37,12 @@ func TestTopologyDrift(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1"}, Clusters: 2, Hosts: 2, VMs: 2})
-	must(t, err)
+	must.OK(t, err)
 	defer f.Close()
 	a := f.VCenter("vc-a")
 	for _, vm := range a.VMs {
-		must(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
-		must(t, a.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, a.Datacenter(vm.Datacenter)))
+		must.OK(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
+		must.OK(t, a.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, a.Datacenter(vm.Datacenter)))
 	}
 	var vm vcsim.VM
 	var other []vcsim.VM
@@ -66,7 +60,7 @@ func TestTopologyDrift(t *testing.T) {
 			defer cancel()
 			head := "labels:\n  zone: k8s-zone\n  region: k8s-region\n  onDrift: " + string(policy) + "\n"
 			cfg, _, err := config.Parse("d.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n"+head, nil)), config.Options{})
-			must(t, err)
+			must.OK(t, err)
 			rec := record.NewFakeRecorder(100)
 			m := provider.NewMetrics()
 			reg := metrics.NewKubeRegistry()
@@ -74,7 +68,7 @@ func TestTopologyDrift(t *testing.T) {
 				reg.MustRegister(c)
 			}
 			p, err := provider.New(cfg, provider.Options{Recorder: rec, Metrics: m, VCenter: vcenter.Options{RetryMin: 50 * time.Millisecond}})
-			must(t, err)
+			must.OK(t, err)
 			// The Node as the framework leaves it after initialization.
 			n := &v1.Node{
 				ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Labels: map[string]string{
@@ -83,12 +77,12 @@ func TestTopologyDrift(t *testing.T) {
 				Spec: v1.NodeSpec{ProviderID: "vsphere://" + vm.UUID},
 			}
 			kube := fake.NewClientset(n.DeepCopy())
-			must(t, p.Start(ctx, kube))
+			must.OK(t, p.Start(ctx, kube))
 			defer p.Close()
-			must(t, p.WaitForSync(ctx))
+			must.OK(t, p.WaitForSync(ctx))
 			factory := informers.NewSharedInformerFactory(kube, 0)
 			c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), p, nodetopology.Options{Resync: time.Hour})
-			must(t, err)
+			must.OK(t, err)
 			factory.Start(ctx.Done())
 			done := make(chan struct{})
 			go func() { c.Run(ctx, 1); close(done) }()
@@ -104,7 +98,7 @@ vsphere_ccm_nodes_topology_drifted{vcenter="vc-a"} `+want+`
 			if err := gauge("0"); err != nil {
 				t.Errorf("before the move: %v", err)
 			}
-			must(t, a.Relocate(ctx, vm.Ref, other[0].HostRef))
+			must.OK(t, a.Relocate(ctx, vm.Ref, other[0].HostRef))
 			var seen []string
 			switch policy {
 			case config.DriftKeep:
@@ -126,7 +120,7 @@ vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
 					t.Error(err)
 				}
 				got, err := kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-				must(t, err)
+				must.OK(t, err)
 				if z := got.Labels[v1.LabelTopologyZone]; z != "zone-vc-a-dc-1-c0" {
 					t.Errorf("label changed to %q with onDrift: keep", z)
 				}
@@ -134,7 +128,7 @@ vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
 					t.Errorf("explain drifted = %q", ex.Drifted)
 				}
 				// Back home: no drift.
-				must(t, a.Relocate(ctx, vm.Ref, vm.HostRef))
+				must.OK(t, a.Relocate(ctx, vm.Ref, vm.HostRef))
 				poll.True(t, "the drift to end", func() bool { return gauge("0") == nil })
 			case config.DriftRelabel:
 				poll.True(t, "the labels to follow the VM", func() bool {
@@ -142,7 +136,7 @@ vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
 					return err == nil && got.Labels[v1.LabelTopologyZone] == "zone-vc-a-dc-1-c1" && got.Labels[v1.LabelFailureDomainBetaZone] == "zone-vc-a-dc-1-c1"
 				})
 				got, err := kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-				must(t, err)
+				must.OK(t, err)
 				if got.Labels[v1.LabelFailureDomainBetaRegion] != "region-dc-1" {
 					t.Errorf("beta region %q changed", got.Labels[v1.LabelFailureDomainBetaRegion])
 				}
@@ -155,7 +149,7 @@ vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
 				if !events.Has(seen, "Normal TopologyRelabelled", `"zone-vc-a-dc-1-c0"`, `"zone-vc-a-dc-1-c1"`) {
 					t.Errorf("no TopologyRelabelled event; events: %q", seen)
 				}
-				must(t, a.Relocate(ctx, vm.Ref, vm.HostRef))
+				must.OK(t, a.Relocate(ctx, vm.Ref, vm.HostRef))
 			}
 		})
 	}
