@@ -42,13 +42,7 @@ func TestDetailsOnlyForVMsAskedFor(t *testing.T) {
 
 	// Followed: a change arrives without another lookup.
 	vm := object.NewVirtualMachine(c.Admin(), target.Ref)
-	task, err := vm.PowerOff(e.ctx)
-	if err == nil {
-		err = task.Wait(e.ctx)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	runTask(t, e.ctx, vm.PowerOff)
 	poll.True(t, "power state followed", func() bool {
 		d, ok := ix.VM(target.Ref)
 		return ok && d.PowerState == types.VirtualMachinePowerStatePoweredOff
@@ -58,13 +52,7 @@ func TestDetailsOnlyForVMsAskedFor(t *testing.T) {
 	if n, err := c.TerminateSessions(e.ctx); err != nil || n == 0 {
 		t.Fatalf("terminate sessions: %d, %v", n, err)
 	}
-	task, err = vm.PowerOn(e.ctx)
-	if err == nil {
-		err = task.Wait(e.ctx)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	runTask(t, e.ctx, vm.PowerOn)
 	poll.True(t, "followed after a new session", func() bool {
 		d, ok := ix.VM(target.Ref)
 		complete, _, _ := ix.Status()
@@ -128,13 +116,7 @@ func TestLookupReadsDetailsItself(t *testing.T) {
 
 	faults.ClearRules()
 	vm := object.NewVirtualMachine(c.Admin(), target.Ref)
-	task, err := vm.PowerOff(e.ctx)
-	if err == nil {
-		err = task.Wait(e.ctx)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	runTask(t, e.ctx, vm.PowerOff)
 	poll.True(t, "the VM followed once the collector recovered", func() bool {
 		d, ok := ix.VM(target.Ref)
 		return ok && d.PowerState == types.VirtualMachinePowerStatePoweredOff

@@ -163,25 +163,14 @@ func TestChangesAreFollowed(t *testing.T) {
 	vm := object.NewVirtualMachine(c.Admin(), target.Ref)
 
 	// Power off.
-	task, err := vm.PowerOff(e.ctx)
-	if err == nil {
-		err = task.Wait(e.ctx)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	runTask(t, e.ctx, vm.PowerOff)
 	poll.True(t, "powered off in the index", func() bool {
 		got, err := e.inv.FindByUUID(e.ctx, target.UUID)
 		return err == nil && got.PowerState == types.VirtualMachinePowerStatePoweredOff
 	})
 
 	// Destroy: the next lookup is ErrNotFound (every vCenter answered).
-	if task, err = vm.Destroy(e.ctx); err == nil {
-		err = task.Wait(e.ctx)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	runTask(t, e.ctx, vm.Destroy)
 	poll.True(t, "gone from the index", func() bool {
 		_, err := e.inv.FindByUUID(e.ctx, target.UUID)
 		return errors.Is(err, inventory.ErrNotFound)
@@ -243,19 +232,25 @@ func TestSwapUUID(t *testing.T) {
 }
 
 // destroy powers a VM off and deletes it, as an administrator would.
+// runTask runs a VM operation as an administrator would and waits for it.
+func runTask(t *testing.T, ctx context.Context, op func(context.Context) (*object.Task, error)) {
+	t.Helper()
+	task, err := op(ctx)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func destroy(t *testing.T, ctx context.Context, v *vcsim.VCenter, ref types.ManagedObjectReference) {
 	t.Helper()
 	vm := object.NewVirtualMachine(v.Admin(), ref)
 	if task, err := vm.PowerOff(ctx); err == nil {
-		_ = task.Wait(ctx)
+		_ = task.Wait(ctx) // it may be off already
 	}
-	task, err := vm.Destroy(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := task.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	runTask(t, ctx, vm.Destroy)
 }
 
 // TestRecoversAfterFollowedVMDeleted: a VM whose details were followed is
