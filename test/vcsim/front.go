@@ -76,6 +76,12 @@ func (f *front) serve(ln net.Listener) {
 			}
 			f.mu.Lock()
 			mode := f.mode
+			if mode == Down {
+				// Accepted just before the listener was closed: refused.
+				f.mu.Unlock()
+				_ = c.Close()
+				return
+			}
 			f.conns[c] = true
 			f.mu.Unlock()
 			if mode == Hung || mode == Silent {
@@ -97,6 +103,12 @@ func (f *front) forward(c net.Conn) {
 		return
 	}
 	f.mu.Lock()
+	if _, open := f.conns[c]; !open {
+		// Closed by a mode change while dialling: so is its upstream.
+		f.mu.Unlock()
+		_ = up.Close()
+		return
+	}
 	f.conns[up] = false
 	f.mu.Unlock()
 	defer f.drop(up)
