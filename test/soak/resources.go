@@ -60,7 +60,7 @@ func (s *soak) sampleResources(phase string) {
 func (s *soak) checkResources() {
 	defer func() {
 		if s.countOf(s.checks, "replica goroutine and memory growth") == 0 {
-			fmt.Println("soak: growth of goroutines and memory not checked: no replica ran a minute in one role (a longer SOAK does)")
+			fmt.Println("soak: growth of goroutines and memory not checked: no replica ran a minute in one role before the end (leader kills restart them)")
 		}
 	}()
 	for p, u := range s.procs {
