@@ -75,7 +75,7 @@ func NewIndex(c Client, opts Options) *Index {
 	}
 	searchTimeout := opts.SearchTimeout
 	if searchTimeout <= 0 {
-		searchTimeout = 10 * time.Second
+		searchTimeout = defaultSearchTimeout
 	}
 	ix := &Index{client: c, data: newData(), log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
 		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,

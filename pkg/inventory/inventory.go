@@ -49,6 +49,9 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
+// defaultSearchTimeout is Options.SearchTimeout when unset.
+const defaultSearchTimeout = 10 * time.Second
+
 // Inventory is the set of per-vCenter indexes.
 type Inventory struct {
 	indexes []*Index
@@ -62,7 +65,7 @@ func New(clients []Client, opts Options) *Inventory {
 		opts.MaxWait = 30 * time.Second
 	}
 	if opts.SearchTimeout <= 0 {
-		opts.SearchTimeout = 10 * time.Second
+		opts.SearchTimeout = defaultSearchTimeout
 	}
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = max(2*opts.MaxWait, opts.MaxWait+5*time.Second)

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"maps"
 	"path"
 	"slices"
 
@@ -69,12 +70,12 @@ func (ix *Index) search(ctx context.Context, find func(context.Context, *object.
 // outside the configured datacenters.
 func (ix *Index) fetch(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) (VM, bool, error) {
 	vm := &VM{Ref: r}
-	res, err := retrieve(ctx, s, r)
+	res, err := retrieveVMs(ctx, s, []types.ManagedObjectReference{r})
 	if err != nil {
 		return VM{}, false, err
 	}
-	for _, p := range res {
-		applyVM(vm, types.PropertyChange{Name: p.Name, Val: p.Val, Op: types.PropertyChangeOpAssign})
+	for _, c := range assignments(res[r.Value]) {
+		applyVM(vm, c)
 	}
 	if vm.Template {
 		return VM{}, false, nil
@@ -98,60 +99,56 @@ func (ix *Index) fetch(ctx context.Context, s *vcenter.Session, r types.ManagedO
 	return out, true, nil
 }
 
-func retrieve(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) ([]types.DynamicProperty, error) {
-	req := types.RetrieveProperties{
-		This: s.VIM.ServiceContent.PropertyCollector,
-		SpecSet: []types.PropertyFilterSpec{{
-			ObjectSet: []types.ObjectSpec{{Obj: r}},
-			PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}},
-		}},
+// retrieveVMs reads the detail properties of VMs in one request, by
+// reference value (a VM that returns nothing is left out).
+func retrieveVMs(ctx context.Context, s *vcenter.Session, refs []types.ManagedObjectReference) (map[string][]types.DynamicProperty, error) {
+	objs := make([]types.ObjectSpec, len(refs))
+	for i, r := range refs {
+		objs[i] = types.ObjectSpec{Obj: r}
 	}
-	res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, req)
+	res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, types.RetrieveProperties{
+		This: s.VIM.ServiceContent.PropertyCollector,
+		SpecSet: []types.PropertyFilterSpec{{ObjectSet: objs,
+			PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}}}},
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Returnval) == 0 {
-		return nil, nil
+	out := make(map[string][]types.DynamicProperty, len(res.Returnval))
+	for _, oc := range res.Returnval {
+		out[oc.Obj.Value] = oc.PropSet
 	}
-	return res.Returnval[0].PropSet, nil
+	return out, nil
 }
 
 // readDetails reads the details of VMs in one request; a VM that no
 // longer exists is left out. When one of several is gone (the vCenter
 // then fails the whole request), each is read on its own.
 func (ix *Index) readDetails(ctx context.Context, refs []string) (map[string][]types.DynamicProperty, error) {
-	out := map[string][]types.DynamicProperty{}
+	vms := make([]types.ManagedObjectReference, len(refs))
+	for i, r := range refs {
+		vms[i] = types.ManagedObjectReference{Type: "VirtualMachine", Value: r}
+	}
+	var out map[string][]types.DynamicProperty
 	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-		clear(out)
-		read := func(refs []string) error {
-			objs := make([]types.ObjectSpec, len(refs))
-			for i, r := range refs {
-				objs[i] = types.ObjectSpec{Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}}
-			}
-			res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, types.RetrieveProperties{
-				This: s.VIM.ServiceContent.PropertyCollector,
-				SpecSet: []types.PropertyFilterSpec{{ObjectSet: objs,
-					PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}}}},
-			})
-			if err != nil {
-				return err
-			}
-			for _, oc := range res.Returnval {
-				out[oc.Obj.Value] = oc.PropSet
-			}
+		var err error
+		out, err = retrieveVMs(ctx, s, vms)
+		switch {
+		case err == nil:
+			return nil
+		case !fault.Is(err, &types.ManagedObjectNotFound{}):
+			return err
+		case len(vms) == 1:
+			out = nil // gone
 			return nil
 		}
-		err := read(refs)
-		if err == nil || len(refs) == 1 || !fault.Is(err, &types.ManagedObjectNotFound{}) {
-			if len(refs) == 1 && fault.Is(err, &types.ManagedObjectNotFound{}) {
-				return nil // gone
-			}
-			return err
-		}
-		for _, r := range refs {
-			if err := read([]string{r}); err != nil && !fault.Is(err, &types.ManagedObjectNotFound{}) {
+		out = map[string][]types.DynamicProperty{}
+		for _, vm := range vms { // one of them is gone: read each
+			one, err := retrieveVMs(ctx, s, []types.ManagedObjectReference{vm})
+			if err != nil && !fault.Is(err, &types.ManagedObjectNotFound{}) {
 				return err
 			}
+			maps.Copy(out, one)
 		}
 		return nil
 	})
