@@ -248,18 +248,3 @@ func nicsOf(in []types.GuestNicInfo) []NIC {
 	}
 	return out
 }
-
-// identityProperties are the VM properties followed for every VM; with
-// guest host names, guest.hostName too.
-var identityProperties = []string{"name", "config.uuid", "config.template", "runtime.connectionState"}
-
-// vmProperties are the VM properties followed for the VMs whose details
-// are kept.
-var vmProperties = []string{
-	"name", "parent", "resourcePool", "config.uuid", "config.instanceUuid", "config.guestId",
-	"config.template", "config.hardware.numCPU", "config.hardware.memoryMB",
-	"guest.hostName", "guest.net", "runtime.powerState", "runtime.host",
-}
-
-// objectKinds are the container types whose name and parent are followed.
-var objectKinds = []string{"HostSystem", "ClusterComputeResource", "ComputeResource", "Folder", "Datacenter", "ResourcePool"}

@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,4 +155,62 @@ func TestLookupOfDeletedVMDetails(t *testing.T) {
 	if errors.Is(err, inventory.ErrNotFound) {
 		t.Errorf("a VM the index still lists is 'not found' (only a current index or a search may say so): %v", err)
 	}
+}
+
+// TestLookupDuringFirstRead: a vCenter's hosts, clusters, folders and
+// datacenters are read ahead of its VMs, so a lookup made while the VMs
+// are still being read (here: never, every WaitForUpdatesEx fails) finds
+// its VM by a direct search and gets it placed (host, datacenter, the
+// ancestry a zone comes from) instead of waiting for the read. A miss
+// during the first read is "cannot tell", never "not found". Once the
+// read completes, the VM found is followed.
+func TestLookupDuringFirstRead(t *testing.T) {
+	e := setup(t)
+	c := e.fleet.VCenter("vc-b")
+	faults := c.Model.Service.FaultInjector()
+	faults.AddRule(&simulator.FaultInjectionRule{MethodName: "WaitForUpdatesEx", ObjectType: "*", ObjectName: "*",
+		Probability: 1, FaultType: simulator.FaultTypeGeneric, Message: "no updates", Enabled: true})
+	defer faults.ClearRules()
+
+	client, err := e.pool.Client("vc-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := inventory.New([]inventory.Client{client}, inventory.Options{MaxWait: time.Second, EagerDetailsMax: -1})
+	ctx, stop := context.WithCancel(e.ctx)
+	inv.Start(ctx)
+	t.Cleanup(func() { stop(); inv.Wait() })
+	ix := inv.Index("vc-b")
+	poll.True(t, "hosts, clusters and folders read", ix.ObjectsKnown)
+	if ix.HasSynced() || ix.Len() != 0 {
+		t.Fatalf("the VMs were read although every WaitForUpdatesEx fails: synced %v, %d VMs", ix.HasSynced(), ix.Len())
+	}
+
+	target := c.VMs[1]
+	got, err := inv.FindByUUID(e.ctx, target.UUID)
+	if err != nil {
+		t.Fatalf("lookup during the first read: %v", err)
+	}
+	if got.Ref != target.Ref || got.Host != target.HostRef || got.Datacenter == "" || len(got.NICs) == 0 {
+		t.Errorf("the lookup returned %+v, want %s on host %s with its datacenter and NICs", got, target.Ref, target.HostRef)
+	}
+	var kinds []string
+	for _, o := range ix.Ancestors(got.Host) {
+		kinds = append(kinds, inventory.Kind(o.Ref))
+	}
+	if !slices.Contains(kinds, "datacenter") {
+		t.Errorf("the host's ancestry during the first read is %v: no datacenter, so no zone", kinds)
+	}
+
+	_, err = inv.FindByUUID(e.ctx, "4211aaaa-0000-4000-8000-00000000dead")
+	var ie *inventory.IncompleteError
+	if !errors.As(err, &ie) || errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("a miss during the first read: err = %v, want an IncompleteError that is not ErrNotFound", err)
+	}
+
+	faults.ClearRules()
+	poll.True(t, "the VM found is followed once the read completes", func() bool {
+		_, ok := ix.VM(target.Ref)
+		return ix.HasSynced() && ok
+	})
 }

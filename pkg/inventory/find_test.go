@@ -30,10 +30,12 @@ func (c *countingClient) Do(context.Context, func(context.Context, *vcenter.Sess
 }
 
 // TestMissBeforeFirstReadAsksNothing: a lookup that misses while a
-// vCenter's index has never been read is an IncompleteError ("cannot
-// tell") and costs no vSphere request: a direct search could not be
-// answered anyway (the VM's ancestry is unknown), and every retry and
-// lifecycle pass of every waiting Node would repeat it.
+// vCenter's index has never been read, not even its hosts, clusters and
+// folders, is an IncompleteError ("cannot tell") and costs no vSphere
+// request: a VM a direct search found could not be placed (its ancestry
+// is unknown), and every retry and lifecycle pass of every waiting Node
+// would repeat it. (TestLookupDuringFirstRead: once those are read, a
+// miss is searched for.)
 func TestMissBeforeFirstReadAsksNothing(t *testing.T) {
 	a, b := &countingClient{name: "vc-a"}, &countingClient{name: "vc-b"}
 	inv := inventory.New([]inventory.Client{a, b}, inventory.Options{GuestHostnames: true})

@@ -41,15 +41,19 @@ type Index struct {
 	clusterGroups bool // follow clusters' DRS groups and rules
 	hostnames     bool // follow every VM's guest host name
 
-	mu        sync.RWMutex
-	data      *data
-	synced    bool            // a full read has completed once
-	fullReads uint64          // full reads completed
-	resyncing bool            // a full read is under way after a new session or a lost collector
-	syncErr   error           // the last update round failed
-	syncedAt  time.Time       // last successful update round
-	syncedN   notify.Notifier // at the next completed full read
-	detailN   notify.Notifier // when details (or other objects) change
+	mu     sync.RWMutex
+	data   *data
+	synced bool // a full read has completed once
+	// objectsRead: before the first full read completes, data.objects
+	// holds the hosts, clusters, folders, datacenters and pools read on
+	// their own (see readObjects); data.vms is still empty.
+	objectsRead bool
+	fullReads   uint64          // full reads completed
+	resyncing   bool            // a full read is under way after a new session or a lost collector
+	syncErr     error           // the last update round failed
+	syncedAt    time.Time       // last successful update round
+	syncedN     notify.Notifier // at the next completed full read
+	detailN     notify.Notifier // when details (or other objects) change
 
 	// Interest: the VMs whose details are kept, by reference value. The
 	// current collector's list view holds them all but pending.
@@ -122,6 +126,25 @@ func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 // more: see Status.)
 func (ix *Index) answers() bool {
 	return ix.HasSynced() && ix.client.Health().State != vcenter.Down
+}
+
+// ObjectsKnown reports whether the index knows the hosts, clusters,
+// folders, datacenters and pools: its first full read has completed, or
+// these were read ahead of its VMs. A VM found while only these are known
+// (by a direct search) can be placed: its zone and datacenter resolved.
+func (ix *Index) ObjectsKnown() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.synced || ix.objectsRead
+}
+
+// searchable reports whether a miss in the index is worth a direct search:
+// the vCenter is not down, and the index has been read once or is in its
+// first read with its objects known (a VM found can be placed). An index
+// never read asks nothing: a vCenter that never answered would otherwise
+// cost one request per Node and per retry.
+func (ix *Index) searchable() bool {
+	return ix.ObjectsKnown() && ix.client.Health().State != vcenter.Down
 }
 
 // Synced returns a channel closed when the index next becomes current:

@@ -168,7 +168,8 @@ type searchFunc func(context.Context, *Index) ([]VM, error)
 
 // find answers from the indexes. A vCenter whose index is current is
 // authoritative; one that has been read once but is not current (a resync
-// after a new session, failing updates) is asked directly on a miss; one
+// after a new session, failing updates), or is in its first read with its
+// hosts, clusters and folders known, is asked directly on a miss; one
 // never read, or down, makes a miss an error without a request: a lookup
 // must not become one vSphere request per node (and per retry, and per
 // lifecycle pass) exactly when a vCenter is busiest.
@@ -183,7 +184,7 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 		ok, _, err := ix.Status()
 		switch {
 		case ok:
-		case search != nil && ix.answers():
+		case search != nil && ix.searchable():
 			ask = append(ask, ix)
 		default:
 			incomplete = append(incomplete, err)
@@ -222,8 +223,14 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 			ctx, cancel := context.WithTimeout(ctx, inv.opts.SearchTimeout)
 			defer cancel()
 			vms, err := search(ctx, ix)
-			if err != nil {
+			switch {
+			case err != nil:
 				err = fmt.Errorf("vCenter %q: %w", ix.VCenter(), err)
+			case len(vms) == 0 && !ix.HasSynced():
+				// A miss during the first read proves nothing: the search
+				// covers what the index will hold, but "absent" is the
+				// index's word (see AbsenceError).
+				_, _, err = ix.Status()
 			}
 			results[i] = result{vms, err}
 		}()

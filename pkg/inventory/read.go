@@ -43,74 +43,88 @@ func (ix *Index) searchDNSName(ctx context.Context, name string) ([]VM, error) {
 	})
 }
 
-// search runs a SearchIndex query and reads the VMs it finds (in scope).
+// search runs a SearchIndex query and reads the VMs it finds (in scope)
+// with the batch reader, so that lookups searching together share their
+// reads.
 func (ix *Index) search(ctx context.Context, find func(context.Context, *object.SearchIndex) ([]object.Reference, error)) ([]VM, error) {
-	var out []VM
+	var refs []object.Reference
 	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-		out = nil
-		refs, err := find(ctx, object.NewSearchIndex(s.VIM))
-		if err != nil {
-			return err
-		}
-		for _, r := range refs {
-			vm, ok, err := ix.fetch(ctx, s, r.Reference())
-			if err != nil {
-				return err
-			}
-			if ok {
-				out = append(out, vm)
-			}
-		}
-		return nil
+		var err error
+		refs, err = find(ctx, object.NewSearchIndex(s.VIM))
+		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	var out []VM
+	for _, r := range refs {
+		vm, ok, err := ix.fetch(ctx, r.Reference())
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, vm)
+		}
+	}
+	return out, nil
 }
 
-// fetch reads one VM and its ancestry; ok is false for templates and VMs
-// outside the configured datacenters.
-func (ix *Index) fetch(ctx context.Context, s *vcenter.Session, r types.ManagedObjectReference) (VM, bool, error) {
-	vm := &VM{Ref: r}
-	res, err := retrieveVMs(ctx, s, []types.ManagedObjectReference{r})
-	if err != nil {
+// fetch reads one VM found by a search; ok is false for templates, VMs
+// outside the configured datacenters and VMs gone since. Its datacenter
+// comes from the objects the index knows, or, for a VM in a folder newer
+// than those, from its ancestry (one more request).
+func (ix *Index) fetch(ctx context.Context, r types.ManagedObjectReference) (VM, bool, error) {
+	props, err := ix.reader.get(ctx, r.Value)
+	if err != nil || props == nil {
 		return VM{}, false, err
 	}
-	for _, c := range assignments(res[r.Value]) {
-		applyVM(vm, c)
+	vm := VM{Ref: r, VCenter: ix.VCenter()}
+	for _, c := range assignments(props) {
+		applyVM(&vm, c)
 	}
 	if vm.Template {
 		return VM{}, false, nil
 	}
-	chain, err := mo.Ancestors(ctx, s.VIM, s.VIM.ServiceContent.PropertyCollector, r)
-	if err != nil {
-		return VM{}, false, err
-	}
-	out := *vm
-	out.VCenter = ix.VCenter()
-	for _, e := range chain {
-		if e.Self.Type == "Datacenter" {
-			out.Datacenter = e.Name
+	ix.mu.RLock()
+	dc, known := ix.data.datacenterOf(vm.Folder)
+	ix.mu.RUnlock()
+	if !known {
+		if dc, err = ix.datacenterOf(ctx, r); err != nil {
+			return VM{}, false, err
 		}
 	}
-	if dcs := ix.client.Config().Datacenters; len(dcs) > 0 && !slices.ContainsFunc(dcs, func(dc string) bool {
-		return path.Base(dc) == out.Datacenter // a datacenter may be configured by inventory path
+	vm.Datacenter = dc
+	if dcs := ix.client.Config().Datacenters; len(dcs) > 0 && !slices.ContainsFunc(dcs, func(name string) bool {
+		return path.Base(name) == dc // a datacenter may be configured by inventory path
 	}) {
 		return VM{}, false, nil
 	}
-	return out, true, nil
+	return vm, true, nil
+}
+
+// datacenterOf asks the vCenter for the name of the datacenter above r.
+func (ix *Index) datacenterOf(ctx context.Context, r types.ManagedObjectReference) (string, error) {
+	var dc string
+	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+		chain, err := mo.Ancestors(ctx, s.VIM, s.VIM.ServiceContent.PropertyCollector, r)
+		if err != nil {
+			return err
+		}
+		for _, e := range chain {
+			if e.Self.Type == "Datacenter" {
+				dc = e.Name
+			}
+		}
+		return nil
+	})
+	return dc, err
 }
 
 // retrieveVMs reads the detail properties of VMs in one request, by
 // reference value (a VM that returns nothing is left out).
 func retrieveVMs(ctx context.Context, s *vcenter.Session, refs []types.ManagedObjectReference) (map[string][]types.DynamicProperty, error) {
-	objs := make([]types.ObjectSpec, len(refs))
-	for i, r := range refs {
-		objs[i] = types.ObjectSpec{Obj: r}
-	}
 	res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, types.RetrieveProperties{
-		This: s.VIM.ServiceContent.PropertyCollector,
-		SpecSet: []types.PropertyFilterSpec{{ObjectSet: objs,
-			PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}}}},
-	})
+		This: s.VIM.ServiceContent.PropertyCollector, SpecSet: []types.PropertyFilterSpec{vmsSpec(refs)}})
 	if err != nil {
 		return nil, err
 	}

@@ -5,15 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/vmware/govmomi/find"
-	"github.com/vmware/govmomi/property"
-	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/methods"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,20 +16,6 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
-
-// collector is the server-side state of one sync: a private property
-// collector with one filter over container views of the configured
-// datacenters (every VM's identity, every object's name and parent) and
-// one over a list view of the VMs of interest (their details). It belongs
-// to one session.
-type collector struct {
-	session *vcenter.Session
-	pc      *property.Collector
-	list    *view.ListView // nil with allDetails
-	details types.ManagedObjectReference
-	version string
-	staging *data // set during a full sync until it is complete
-}
 
 // Run keeps the index current until ctx ends: a full read (in pages of
 // at most maxObjectUpdates objects, each page its own request with its own
@@ -134,141 +115,6 @@ func (ix *Index) beginFullRead() {
 	ix.mu.Unlock()
 }
 
-// close ends a pending long poll on the server (the client side is
-// already cancelled, but a vCenter keeps waiting until maxWait) and
-// destroys the collector. Best effort, bounded.
-func (st *collector) close(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, _ = methods.CancelWaitForUpdates(cctx, st.session.VIM, &types.CancelWaitForUpdates{This: st.pc.Reference()})
-	_ = st.pc.Destroy(cctx)
-	// Its session may have been replaced: its connections would stay open
-	// (a current session only opens a new one when it needs it).
-	st.session.VIM.Client.CloseIdleConnections()
-}
-
-func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (*collector, error) {
-	c := s.VIM
-	vc := ix.client.Config()
-	var roots []types.ManagedObjectReference
-	var extra []types.ManagedObjectReference // datacenters and their ancestors
-	if len(vc.Datacenters) == 0 {
-		roots = []types.ManagedObjectReference{c.ServiceContent.RootFolder}
-	} else {
-		f := find.NewFinder(c, false)
-		for _, name := range vc.Datacenters {
-			dc, err := f.Datacenter(ctx, name)
-			if err != nil {
-				var nf *find.NotFoundError
-				if errors.As(err, &nf) {
-					return nil, fmt.Errorf("datacenter %q (vcenter.%s.datacenters) does not exist in vCenter %q: fix the name or remove it", name, vc.Name, vc.Name)
-				}
-				return nil, fmt.Errorf("find datacenter %q: %w", name, err)
-			}
-			roots = append(roots, dc.Reference())
-			r := dc.Reference()
-			for r.Value != "" && r != c.ServiceContent.RootFolder {
-				extra = append(extra, r)
-				var e mo.ManagedEntity
-				if err := property.DefaultCollector(c).RetrieveOne(ctx, r, []string{"parent"}, &e); err != nil {
-					return nil, fmt.Errorf("read the parent of %s: %w", r, err)
-				}
-				if e.Parent == nil {
-					break
-				}
-				r = *e.Parent
-			}
-			extra = append(extra, c.ServiceContent.RootFolder)
-		}
-	}
-	pc, err := property.DefaultCollector(c).Create(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("create property collector: %w", err)
-	}
-	st := &collector{session: s, pc: pc}
-	vmProps := identityProperties
-	if ix.hostnames {
-		vmProps = append(slices.Clip(vmProps), "guest.hostName")
-	}
-	if ix.allDetails {
-		vmProps = vmProperties
-	} else {
-		// The VMs of interest so far; those asked for from now on are
-		// added to the list view once the collector is current.
-		ix.mu.Lock()
-		wanted := make([]types.ManagedObjectReference, 0, len(ix.interest))
-		for r := range ix.interest {
-			wanted = append(wanted, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
-		}
-		clear(ix.pending)
-		clear(ix.dropping)
-		ix.mu.Unlock()
-		// Created empty, then filled: CreateListView fails on a reference
-		// that no longer exists (a VM deleted while no collector followed
-		// it), ModifyListView returns such references instead.
-		if st.list, err = view.NewManager(c).CreateListView(ctx, nil); err != nil {
-			_ = pc.Destroy(ctx)
-			return nil, fmt.Errorf("create list view: %w", err)
-		}
-		if len(wanted) > 0 {
-			gone, err := st.list.Add(ctx, wanted)
-			if err != nil {
-				_ = pc.Destroy(ctx)
-				return nil, fmt.Errorf("add %d VMs to the list view: %w", len(wanted), err)
-			}
-			ix.mu.Lock()
-			for _, r := range gone {
-				ix.forgetLocked(r.Value)
-			}
-			clear(ix.dropping) // not in the view
-			ix.mu.Unlock()
-		}
-		f, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
-			ObjectSet: []types.ObjectSpec{{Obj: st.list.Reference(), Skip: types.NewBool(true),
-				SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ListView", Path: "view"}}}},
-			PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}},
-		}})
-		if err != nil {
-			_ = pc.Destroy(ctx)
-			return nil, fmt.Errorf("create property filter: %w", err)
-		}
-		st.details = f.Reference()
-	}
-	spec := types.PropertyFilterSpec{}
-	for _, root := range roots {
-		kinds := append([]string{"VirtualMachine"}, objectKinds...)
-		v, err := view.NewManager(c).CreateContainerView(ctx, root, kinds, true)
-		if err != nil {
-			_ = pc.Destroy(ctx)
-			return nil, fmt.Errorf("create container view: %w", err)
-		}
-		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{
-			Obj: v.Reference(), Skip: types.NewBool(true),
-			SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ContainerView", Path: "view"}},
-		})
-	}
-	seen := map[types.ManagedObjectReference]bool{}
-	for _, r := range extra {
-		if !seen[r] {
-			seen[r] = true
-			spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: r})
-		}
-	}
-	spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: "VirtualMachine", PathSet: vmProps})
-	for _, k := range objectKinds {
-		props := []string{"name", "parent"}
-		if k == "ClusterComputeResource" && ix.clusterGroups {
-			props = append(props, "configurationEx")
-		}
-		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: k, PathSet: props})
-	}
-	if _, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: spec}); err != nil {
-		_ = pc.Destroy(ctx)
-		return nil, fmt.Errorf("create property filter: %w", err)
-	}
-	return st, nil
-}
-
 // maxObjectUpdates bounds one page of the full read (a vCenter may page
 // smaller: the simulator and vCenter's default is 100).
 const maxObjectUpdates = 1000
@@ -354,6 +200,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 			}
 		}
 		ix.synced = true
+		ix.objectsRead = false // data.objects is the full read's now
 		ix.fullReads++
 		ix.resyncing = false
 		ix.syncErr = nil

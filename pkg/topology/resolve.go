@@ -171,10 +171,10 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	if ix == nil || cache == nil {
 		return Result{}, fmt.Errorf("VM %s: no inventory for vCenter %q", vm.Location(), vm.VCenter)
 	}
-	if !ix.HasSynced() {
-		// A VM found by a direct search before its vCenter's first read:
-		// its host, cluster and folders are not known yet. The Node is
-		// retried when the read completes.
+	if !ix.ObjectsKnown() {
+		// A VM found before its vCenter's hosts, clusters and folders were
+		// read (they are read ahead of the VMs, so this is rare). The Node
+		// is retried when they are.
 		return Result{}, fmt.Errorf("VM %s: the inventory of vCenter %q is not read yet, so the VM's host and folders are unknown; retried when it is", vm.Location(), vm.VCenter)
 	}
 	chain, hostLen := Chain(ix, vm)

@@ -1,0 +1,107 @@
+package inventory
+
+import (
+	"slices"
+
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// The property filter specs of a collector: what is read of each kind of
+// object, and how the server walks to them. Pure functions of the views
+// and options, so that each is testable without a vCenter.
+
+// objectKinds are the container types whose name and parent are followed.
+var objectKinds = []string{"HostSystem", "ClusterComputeResource", "ComputeResource", "Folder", "Datacenter", "ResourcePool"}
+
+// identityProperties are the VM properties followed for every VM; with
+// guest host names, guest.hostName too.
+var identityProperties = []string{"name", "config.uuid", "config.template", "runtime.connectionState"}
+
+// vmProperties are the VM properties followed for the VMs whose details
+// are kept.
+var vmProperties = []string{
+	"name", "parent", "resourcePool", "config.uuid", "config.instanceUuid", "config.guestId",
+	"config.template", "config.hardware.numCPU", "config.hardware.memoryMB",
+	"guest.hostName", "guest.net", "runtime.powerState", "runtime.host",
+}
+
+// specOptions says what a collector reads beyond names and parents.
+type specOptions struct {
+	allDetails    bool // every VM's details, not only its identity
+	hostnames     bool // every VM's guest host name
+	clusterGroups bool // clusters' DRS groups and rules
+}
+
+// viewSpec selects the objects of a container or list view (not the view).
+func viewSpec(view types.ManagedObjectReference) types.ObjectSpec {
+	return types.ObjectSpec{Obj: view, Skip: types.NewBool(true),
+		SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{Type: view.Type, Path: "view"}}}
+}
+
+// objectsSpec reads the hosts, clusters, folders, datacenters and pools of
+// the views, and the objects extra (the configured datacenters' ancestors,
+// outside every view), each once: the placement a VM's zone and
+// datacenter are found from.
+func objectsSpec(views, extra []types.ManagedObjectReference, o specOptions) types.PropertyFilterSpec {
+	var spec types.PropertyFilterSpec
+	for _, v := range views {
+		spec.ObjectSet = append(spec.ObjectSet, viewSpec(v))
+	}
+	seen := map[types.ManagedObjectReference]bool{}
+	for _, r := range extra {
+		if !seen[r] {
+			seen[r] = true
+			spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: r})
+		}
+	}
+	for _, k := range objectKinds {
+		props := []string{"name", "parent"}
+		if k == "ClusterComputeResource" && o.clusterGroups {
+			props = append(props, "configurationEx")
+		}
+		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: k, PathSet: props})
+	}
+	return spec
+}
+
+// inventorySpec is the collector's filter over everything in scope: the
+// objects of objectsSpec, and every VM of vmViews with its identity (or
+// all its details with allDetails).
+func inventorySpec(objectViews, vmViews, extra []types.ManagedObjectReference, o specOptions) types.PropertyFilterSpec {
+	spec := objectsSpec(objectViews, extra, o)
+	for _, v := range vmViews {
+		spec.ObjectSet = append(spec.ObjectSet, viewSpec(v))
+	}
+	spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: "VirtualMachine", PathSet: vmIdentityProperties(o)})
+	return spec
+}
+
+// vmIdentityProperties are the VM properties inventorySpec reads.
+func vmIdentityProperties(o specOptions) []string {
+	switch {
+	case o.allDetails:
+		return vmProperties
+	case o.hostnames:
+		return append(slices.Clip(identityProperties), "guest.hostName")
+	}
+	return identityProperties
+}
+
+// detailsSpec is the collector's filter over the VMs of a list view (the
+// VMs of interest): their details.
+func detailsSpec(list types.ManagedObjectReference) types.PropertyFilterSpec {
+	return types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{viewSpec(list)},
+		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}},
+	}
+}
+
+// vmsSpec reads the details of the VMs refs (a direct read).
+func vmsSpec(refs []types.ManagedObjectReference) types.PropertyFilterSpec {
+	objs := make([]types.ObjectSpec, len(refs))
+	for i, r := range refs {
+		objs[i] = types.ObjectSpec{Obj: r}
+	}
+	return types.PropertyFilterSpec{ObjectSet: objs,
+		PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}}}
+}
