@@ -1,6 +1,7 @@
 // Package ccmproc runs the CCM binary as a process against a test control
-// plane, as a Deployment would run it, for the benchmarks and the soak:
-// start, stop (SIGTERM), kill (SIGKILL), health, metrics and memory.
+// plane, as a Deployment would run it: the one way the demo, the
+// benchmarks, the soak and the e2e tests start it. Start, stop (SIGTERM),
+// kill (SIGKILL), log, health, metrics and memory.
 package ccmproc
 
 import (
@@ -80,6 +81,16 @@ func Start(cp *controlplane.ControlPlane, binary, configArg, logPath string, set
 	return p, nil
 }
 
+// Flags turns "--name=value" arguments into the set of Start.
+func Flags(args ...string) map[string]string {
+	out := make(map[string]string, len(args))
+	for _, a := range args {
+		name, v, _ := strings.Cut(a, "=")
+		out[name] = v
+	}
+	return out
+}
+
 // Stop ends the process with SIGTERM and waits for it (a process that
 // has ended already is not signalled).
 func (p *Process) Stop() {
@@ -88,6 +99,31 @@ func (p *Process) Stop() {
 		<-p.exited
 	}
 	p.log.Close()
+}
+
+// StopWithin ends the process with SIGTERM and, if it has not ended
+// within d, with SIGKILL; it reports whether it ended by itself.
+func (p *Process) StopWithin(d time.Duration) bool {
+	clean := true
+	if !p.Exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-p.exited:
+		case <-t.C:
+			clean = false
+			p.Kill()
+		}
+	}
+	p.log.Close()
+	return clean
+}
+
+// LogText is the process's log so far.
+func (p *Process) LogText() string {
+	b, _ := os.ReadFile(p.log.Name())
+	return string(b)
 }
 
 // Kill ends the process with SIGKILL, as a node failure would.
@@ -118,10 +154,7 @@ func (p *Process) Status(field string) int64 {
 }
 
 // LogContains reports whether the process's log has s.
-func (p *Process) LogContains(s string) bool {
-	b, _ := os.ReadFile(p.log.Name())
-	return strings.Contains(string(b), s)
-}
+func (p *Process) LogContains(s string) bool { return strings.Contains(p.LogText(), s) }
 
 func (p *Process) String() string { return filepath.Base(p.log.Name()) }
 
@@ -197,21 +230,47 @@ func (p *Process) WaitStarted(ctx context.Context, vcenters int, timeout time.Du
 	}
 }
 
-// Gauge reads one unlabelled series from /metrics (0 if absent).
-func (p *Process) Gauge(name string) float64 {
-	res, err := insecure.Get(p.serving + "/metrics")
+// Get fetches a path from the secure serving port: the body of a 200
+// answer, an error otherwise.
+func (p *Process) Get(path string) (string, error) {
+	res, err := insecure.Get(p.serving + path)
 	if err != nil {
-		return 0
+		return "", err
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s\n%s", path, res.Status, b)
+	}
+	return string(b), nil
+}
+
+// Do sends a request to the secure serving port (req's URL starts with
+// Serving), trusting its self-signed certificate.
+func (p *Process) Do(req *http.Request) (*http.Response, error) { return insecure.Do(req) }
+
+// Metric reads one series from /metrics, its name and labels exactly as
+// exposed (`name` or `name{label="v"}`); 0 if absent.
+func (p *Process) Metric(series string) (float64, error) {
+	body, err := p.Get("/metrics")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return strconv.ParseFloat(v, 64)
 		}
 	}
-	return 0
+	return 0, nil
+}
+
+// Gauge is Metric, 0 on any error.
+func (p *Process) Gauge(series string) float64 {
+	v, _ := p.Metric(series)
+	return v
 }
 
 // Counts are vSphere requests by API.

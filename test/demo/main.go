@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -110,26 +111,13 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 		return err
 	}
 
-	step(out, "starting the CCM (log: %s)", filepath.Join(work, "ccm.log"))
-	args, err := cp.CCMArgs(cfgPath)
+	logPath := filepath.Join(work, "ccm.log")
+	step(out, "starting the CCM (log: %s)", logPath)
+	p, err := ccmproc.Start(cp, ccm, cfgPath, logPath, nil)
 	if err != nil {
 		return err
 	}
-	logf, err := os.Create(filepath.Join(work, "ccm.log"))
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.Command(ccm, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
+	defer p.StopWithin(30 * time.Second)
 
 	vms := fleet.VMs()
 	step(out, "registering %d nodes as kubelets with --cloud-provider=external would", len(vms))
@@ -140,7 +128,7 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 	}
 	initialized := func(n *v1.Node) bool { return n.Spec.ProviderID != "" && !tainted(n) }
 	if err := controlplane.WaitForNodes(ctx, kube, len(vms), 2*time.Minute, initialized); err != nil {
-		return fmt.Errorf("%w; see %s", err, filepath.Join(work, "ccm.log"))
+		return fmt.Errorf("%w; see %s", err, logPath)
 	}
 	if err := printNodes(ctx, kube, out); err != nil {
 		return err

@@ -3,82 +3,55 @@
 package e2e
 
 import (
-	"crypto/tls"
 	"encoding/base64"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 // ccm is one CCM process of a test, run as a Deployment would run it.
 type ccm struct {
-	cmd     *exec.Cmd
-	log     string // kept in .cache/e2e for post-mortems
-	serving string // the secure serving address (health, metrics)
-	exited  chan struct{}
+	*ccmproc.Process
 }
 
 // startCCM runs the binary with the test's cloud config, authenticated as
-// the shipped ServiceAccount, without leader election unless extra says
-// otherwise. When the test ends the process is stopped; its log is shown
-// if the test failed and is checked for passwords and RBAC denials.
+// the shipped ServiceAccount, without leader election unless extra
+// ("--name=value" flags) says otherwise. When the test ends the process is
+// stopped; its log (kept in .cache/e2e for post-mortems) is shown if the
+// test failed and is checked for passwords and RBAC denials.
 func (h *harness) startCCM(extra ...string) *ccm {
 	h.t.Helper()
 	artifacts := filepath.Join(h.root, ".cache", "e2e")
 	must.OK(h.t, os.MkdirAll(artifacts, 0o755))
 	h.ccms++
-	c := &ccm{log: filepath.Join(artifacts, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(h.t.Name(), "/", "_"), h.ccms)), exited: make(chan struct{})}
-	logf, err := os.Create(c.log)
-	must.OK(h.t, err)
-	args, err := h.cp.CCMArgs(h.cfgPath)
-	must.OK(h.t, err)
-	for i, a := range args {
-		if port, ok := strings.CutPrefix(a, "--secure-port="); ok {
-			c.serving = "https://127.0.0.1:" + port
-		}
-		for _, f := range []string{"--kubeconfig=", "--authentication-kubeconfig=", "--authorization-kubeconfig="} {
-			if strings.HasPrefix(a, f) {
-				args[i] = f + h.ccmKubeconfig
-			}
-		}
+	logPath := filepath.Join(artifacts, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(h.t.Name(), "/", "_"), h.ccms))
+	set := ccmproc.Flags(extra...)
+	for _, f := range []string{"--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig"} {
+		set[f] = h.ccmKubeconfig
 	}
-	args = append(args, extra...)
-	c.cmd = exec.Command(h.binary, args...)
-	c.cmd.Stdout, c.cmd.Stderr = logf, logf
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	must.OK(h.t, c.cmd.Start())
-	go func() { _ = c.cmd.Wait(); close(c.exited) }()
+	p, err := ccmproc.Start(h.cp, h.binary, h.cfgPath, logPath, set)
+	must.OK(h.t, err)
+	c := &ccm{Process: p}
 	t := h.t
 	t.Cleanup(func() {
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.exited:
-		case <-time.After(15 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
-		logf.Close()
-		log, _ := os.ReadFile(c.log)
+		p.StopWithin(15 * time.Second)
+		log := p.LogText()
 		if t.Failed() {
-			t.Logf("CCM log (tail; all of it in %s):\n%s", c.log, tailString(string(log), 6000))
+			t.Logf("CCM log (tail; all of it in %s):\n%s", logPath, tailString(log, 6000))
 		}
-		if strings.Contains(strings.ToLower(string(log)), "forbidden") {
-			t.Errorf("the CCM hit an RBAC denial with the shipped RBAC; see %s", c.log)
+		if strings.Contains(strings.ToLower(log), "forbidden") {
+			t.Errorf("the CCM hit an RBAC denial with the shipped RBAC; see %s", logPath)
 		}
 		for _, pw := range h.passwords() {
 			for _, form := range []string{pw, base64.StdEncoding.EncodeToString([]byte(pw))} {
-				if strings.Contains(string(log), form) {
-					t.Errorf("a password appears in the CCM log %s", c.log)
+				if strings.Contains(log, form) {
+					t.Errorf("a password appears in the CCM log %s", logPath)
 				}
 			}
 		}
@@ -96,48 +69,13 @@ func (h *harness) passwords() []string {
 	return out
 }
 
-// kill ends the process with SIGKILL, as a lost node would.
-func (c *ccm) kill() {
-	_ = c.cmd.Process.Kill()
-	<-c.exited
-}
-
-// logText is the process's log so far.
-func (c *ccm) logText() string {
-	b, _ := os.ReadFile(c.log)
-	return string(b)
-}
-
-var insecureHTTP = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed serving cert of the test CCM
-
-// get fetches a path from the CCM's secure serving port.
-func (c *ccm) get(path string) (string, error) {
-	res, err := insecureHTTP.Get(c.serving + path)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s\n%s", path, res.Status, b)
-	}
-	return string(b), nil
-}
-
 // metric returns the value of one series (name{labels} exactly as
 // exposed) from /metrics; 0 if absent.
 func (c *ccm) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	body, err := c.get("/metrics")
+	v, err := c.Metric(series)
 	must.OK(t, err)
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			must.OK(t, err)
-			return f
-		}
-	}
-	return 0
+	return v
 }
 
 func tailString(s string, n int) string {

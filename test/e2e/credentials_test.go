@@ -16,7 +16,7 @@ import (
 
 // secretLoads counts the CCM's "Credentials loaded from Secret" log lines:
 // the sync point for "the informer has delivered the Secret".
-func secretLoads(c *ccm) int { return strings.Count(c.logText(), "Credentials loaded from Secret") }
+func secretLoads(c *ccm) int { return strings.Count(c.LogText(), "Credentials loaded from Secret") }
 
 // waitSecretLoaded changes the Secret with change and waits until the CCM
 // has loaded it.
@@ -82,8 +82,8 @@ func TestCredentialRotation(t *testing.T) {
 	if failed := a.FailedLogins(); len(failed) != 1 {
 		t.Errorf("%d failed logins, want exactly 1", len(failed))
 	}
-	if log := c.logText(); strings.Contains(log, "rotated-password") || strings.Contains(log, "third-password") {
-		t.Errorf("a rotated password appears in the CCM log %s", c.log)
+	if log := c.LogText(); strings.Contains(log, "rotated-password") || strings.Contains(log, "third-password") {
+		t.Errorf("a rotated password appears in the CCM log %s", c.LogPath())
 	}
 }
 

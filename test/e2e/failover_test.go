@@ -33,7 +33,7 @@ func TestLeaderFailover(t *testing.T) {
 	poll.NoError(t, "one leader", 30*time.Second, func() error {
 		var won []*ccm
 		for _, r := range replicas {
-			if strings.Contains(r.logText(), leaseAcquired) {
+			if strings.Contains(r.LogText(), leaseAcquired) {
 				won = append(won, r)
 			}
 		}
@@ -55,11 +55,11 @@ func TestLeaderFailover(t *testing.T) {
 	}
 
 	killed := time.Now()
-	leader.kill()
+	leader.Kill()
 	h.register(t, b.VMs[0], false)
 	h.waitInitialized(t, b.VMs[0])
 	t.Logf("a Node registered after the leader was killed was initialized %.1fs later (lease duration %v)", time.Since(killed).Seconds(), lease)
-	if !strings.Contains(standby.logText(), leaseAcquired) {
+	if !strings.Contains(standby.LogText(), leaseAcquired) {
 		t.Errorf("the standby did not log taking the lease")
 	}
 }

@@ -30,16 +30,16 @@ func TestNodesInitialized(t *testing.T) {
 	c := h.startCCM("--v=10", "--profiling=true", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/flags/v")
 	h.registerAll(t)
 	h.waitInitialized(t, h.fleet.VMs()...)
-	log := c.logText()
+	log := c.LogText()
 	if !strings.Contains(log, "-v=10 lowered to 7") {
 		t.Errorf("no warning about the verbosity cap in the CCM log")
 	}
 	if !strings.Contains(log, "--profiling=true ignored") {
 		t.Errorf("no warning about --profiling in the CCM log")
 	}
-	req, err := http.NewRequestWithContext(h.ctx, http.MethodPut, c.serving+"/debug/flags/v", strings.NewReader("10"))
+	req, err := http.NewRequestWithContext(h.ctx, http.MethodPut, c.Serving()+"/debug/flags/v", strings.NewReader("10"))
 	must.OK(t, err)
-	res, err := insecureHTTP.Do(req)
+	res, err := c.Do(req)
 	must.OK(t, err)
 	res.Body.Close()
 	if res.StatusCode != http.StatusNotFound {

@@ -78,7 +78,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	c := h.startCCM()
 	h.registerAll(t)
 	h.waitInitialized(t, h.fleet.VMs()...)
-	body, err := c.get("/healthz")
+	body, err := c.Get("/healthz")
 	must.OK(t, err)
 	if body != "ok" {
 		t.Errorf("/healthz: %q", body)
@@ -102,7 +102,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		t.Errorf("--version printed %q, want vsphere-cloud-controller-manager v...", out)
 	}
 	want = append(want, `git_version="`+version+`"`)
-	body, err = c.get("/metrics")
+	body, err = c.Get("/metrics")
 	must.OK(t, err)
 	for _, w := range want {
 		if !strings.Contains(body, w) {
