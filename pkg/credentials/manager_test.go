@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
 func loadConfig(t *testing.T, yaml string) *config.Config {
@@ -30,18 +31,6 @@ func secretObj(ns, name string, data map[string]string) *corev1.Secret {
 		s.Data[k] = []byte(v)
 	}
 	return s
-}
-
-// waitFor polls cond until it holds or the test's deadline budget runs out.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestPrecedenceAndRotation(t *testing.T) {
@@ -103,7 +92,7 @@ vcenter:
 	}
 	<-changed
 	vcA, _ := cfg.VCenter("a")
-	waitFor(t, "rotated Secret", func() bool { c, _, _ := m.Get(vcA); return c.Password.Reveal() == "a-pass-2" })
+	poll.True(t, "rotated Secret", func() bool { c, _, _ := m.Get(vcA); return c.Password.Reveal() == "a-pass-2" })
 
 	// A deleted Secret is forgotten: the next source in precedence applies.
 	changed = m.Changed()
@@ -118,7 +107,7 @@ vcenter:
 	// Rotation in the directory.
 	write("vc-c.password", "dir-pass-2")
 	vcC, _ := cfg.VCenter("c")
-	waitFor(t, "rotated directory", func() bool { c, _, _ := m.Get(vcC); return c.Password.Reveal() == "dir-pass-2" })
+	poll.True(t, "rotated directory", func() bool { c, _, _ := m.Get(vcC); return c.Password.Reveal() == "dir-pass-2" })
 
 	// A key removed from the directory is forgotten.
 	changed = m.Changed()

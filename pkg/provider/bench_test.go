@@ -42,15 +42,8 @@ func BenchmarkInstanceMetadata(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	for _, v := range f.VCenters {
-		for _, vm := range v.VMs {
-			if err := v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef); err != nil {
-				b.Fatal(err)
-			}
-			if err := v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)); err != nil {
-				b.Fatal(err)
-			}
-		}
+	if err := f.TagZones(ctx); err != nil {
+		b.Fatal(err)
 	}
 	vms := f.VMs()
 	b.Logf("simulated %d VMs in %v", len(vms), time.Since(build).Round(time.Second))

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -90,7 +89,7 @@ func bigFleet(ctx context.Context, e env, vms, nodes int, delay time.Duration, g
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if err := tagFleet(ctx, fleet); err != nil {
+	if err := fleet.TagZones(ctx); err != nil {
 		fleet.Close()
 		return nil, nil, "", err
 	}
@@ -102,8 +101,7 @@ func bigFleet(ctx context.Context, e env, vms, nodes int, delay time.Duration, g
 	}
 	fmt.Printf("simulated %d VMs in %v; %d of them are Nodes\n", len(all), time.Since(start).Round(time.Second), len(chosen))
 	cfgPath := filepath.Join(e.work, fmt.Sprintf("big-%d.yaml", len(all)))
-	cfg := global + "labels:\n  zone: k8s-zone\n  region: k8s-region\n"
-	if err := os.WriteFile(cfgPath, []byte(fleet.Config(cfg, nil)), 0o600); err != nil {
+	if err := fleet.WriteConfig(cfgPath, global+vcsim.ZoneLabels, nil); err != nil {
 		fleet.Close()
 		return nil, nil, "", err
 	}

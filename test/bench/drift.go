@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -26,11 +25,11 @@ func drift(ctx context.Context, e env) ([]report, error) {
 		return nil, err
 	}
 	defer fleet.Close()
-	if err := tagFleet(ctx, fleet); err != nil {
+	if err := fleet.TagZones(ctx); err != nil {
 		return nil, err
 	}
 	cfgPath := filepath.Join(e.work, "drift.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)), 0o600); err != nil {
+	if err := fleet.WriteConfig(cfgPath, vcsim.ZoneLabels, nil); err != nil {
 		return nil, err
 	}
 	p, err := ccmproc.Start(e.cp, e.ccm, cfgPath, filepath.Join(e.work, "drift.log"), map[string]string{"--node-status-update-frequency": "5m"})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -128,11 +127,11 @@ func smallFleet(ctx context.Context, e env, name string) (*vcsim.Fleet, string, 
 		return nil, "", err
 	}
 	cfgPath := filepath.Join(e.work, name+".yaml")
-	if err := tagFleet(ctx, fleet); err != nil {
+	if err := fleet.TagZones(ctx); err != nil {
 		fleet.Close()
 		return nil, "", err
 	}
-	if err := os.WriteFile(cfgPath, []byte(fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)), 0o600); err != nil {
+	if err := fleet.WriteConfig(cfgPath, vcsim.ZoneLabels, nil); err != nil {
 		fleet.Close()
 		return nil, "", err
 	}

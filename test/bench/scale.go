@@ -37,7 +37,7 @@ func scale(ctx context.Context, e env, n int, zero string, statusInterval time.D
 	}
 	defer fleet.Close()
 	answers := map[string]any{}
-	if err := tagFleet(ctx, fleet); err != nil {
+	if err := fleet.TagZones(ctx); err != nil {
 		return nil, err
 	}
 	for _, vm := range fleet.VMs() {
@@ -47,7 +47,7 @@ func scale(ctx context.Context, e env, n int, zero string, statusInterval time.D
 	vms := fleet.VMs()
 	fmt.Printf("simulated %d VMs in %v\n", len(vms), time.Since(start).Round(time.Second))
 	cfgPath := filepath.Join(e.work, "scale.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fleet.Config("labels:\n  zone: k8s-zone\n  region: k8s-region\n", nil)), 0o600); err != nil {
+	if err := fleet.WriteConfig(cfgPath, vcsim.ZoneLabels, nil); err != nil {
 		return nil, err
 	}
 	answersPath := filepath.Join(e.work, "answers.json")
@@ -84,26 +84,6 @@ func scale(ctx context.Context, e env, n int, zero string, statusInterval time.D
 		{"scale: vSphere requests per node at initialization", fmt.Sprintf("%.3f", ours.initRequests[0]+ours.initRequests[1]), "<= 1"},
 		{"scale: vSphere requests per node per status pass", fmt.Sprintf("%.4f", ours.passRequests[0]+ours.passRequests[1]), "<= 0.05"},
 	}, nil
-}
-
-// tagFleet puts zone tags on clusters and region tags on datacenters.
-func tagFleet(ctx context.Context, fleet *vcsim.Fleet) error {
-	for _, v := range fleet.VCenters {
-		done := map[string]bool{}
-		for _, vm := range v.VMs {
-			if done[vm.Cluster] {
-				continue
-			}
-			done[vm.Cluster] = true
-			if err := v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef); err != nil {
-				return err
-			}
-			if err := v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // measureScale runs one CCM binary, registers every node, and measures.

@@ -139,12 +139,7 @@ func setupFleet(t *testing.T, specs ...vcsim.Spec) *harness {
 	h.fleet, err = vcsim.Start(ctx, specs...)
 	must.OK(t, err)
 	t.Cleanup(h.fleet.Close)
-	for _, v := range h.fleet.VCenters {
-		for _, vm := range v.VMs {
-			must.OK(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
-			must.OK(t, v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)))
-		}
-	}
+	must.OK(t, h.fleet.TagZones(ctx))
 	// The shipped manifests: all pass a server-side dry run; the
 	// ServiceAccount and RBAC are created, and the CCM runs with them only.
 	h.applyManifests(t, "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")

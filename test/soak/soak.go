@@ -79,7 +79,7 @@ func newSoak(ctx context.Context, cp *controlplane.ControlPlane, binary, work st
 			return nil, err
 		}
 	}
-	if err := s.truth.tagAll(ctx); err != nil {
+	if err := s.fleet.TagZones(ctx); err != nil {
 		s.close()
 		return nil, err
 	}

@@ -68,22 +68,6 @@ func newTruth(f *vcsim.Fleet) *truth {
 	return t
 }
 
-// tagAll tags every cluster with its zone and every datacenter with its
-// region.
-func (t *truth) tagAll(ctx context.Context) error {
-	for _, v := range t.fleet.VCenters {
-		for _, vm := range v.VMs {
-			if err := v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef); err != nil {
-				return err
-			}
-			if err := v.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, v.Datacenter(vm.Datacenter)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // nodes returns a copy of every Node's record, sorted by name.
 func (t *truth) nodes() []nodeVM {
 	t.mu.Lock()

@@ -71,3 +71,38 @@ func (v *VCenter) Untag(ctx context.Context, category, tag string, objs ...types
 	}
 	return nil
 }
+
+// The zone convention of the tests, benchmarks, soak and demo: every
+// cluster is a zone, every datacenter a region, tagged in these categories;
+// ZoneLabels is the config block that reads them.
+const (
+	ZoneCategory   = "k8s-zone"
+	RegionCategory = "k8s-region"
+	ZoneLabels     = "labels:\n  zone: " + ZoneCategory + "\n  region: " + RegionCategory + "\n"
+)
+
+// TagZones tags, in every vCenter, each cluster that holds a VM with zone
+// "zone-<cluster>" and each datacenter that holds one with region
+// "region-<datacenter>" (one request per cluster and datacenter, however
+// many VMs).
+func (f *Fleet) TagZones(ctx context.Context) error {
+	for _, v := range f.VCenters {
+		done := map[types.ManagedObjectReference]bool{}
+		for _, vm := range v.VMs {
+			dc := v.Datacenter(vm.Datacenter)
+			if !done[vm.ClusterRef] {
+				done[vm.ClusterRef] = true
+				if err := v.Tag(ctx, ZoneCategory, "zone-"+vm.Cluster, vm.ClusterRef); err != nil {
+					return err
+				}
+			}
+			if !done[dc] {
+				done[dc] = true
+				if err := v.Tag(ctx, RegionCategory, "region-"+vm.Datacenter, dc); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

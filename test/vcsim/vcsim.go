@@ -591,6 +591,12 @@ func (v *VCenter) VM(name string) (VM, error) {
 	return VM{}, fmt.Errorf("%w: %s in %s", ErrNoVM, name, v.Name)
 }
 
+// WriteConfig writes Config(head, per) to path, readable by its owner
+// only (it holds passwords).
+func (f *Fleet) WriteConfig(path, head string, per map[string][]string) error {
+	return os.WriteFile(path, []byte(f.Config(head, per)), 0o600)
+}
+
 // Config returns a cloud-config (YAML) for the fleet: every vCenter with
 // its address, CA file and inline credentials. head is inserted first (for
 // example global:, labels: and nodes: blocks); per adds lines, indented

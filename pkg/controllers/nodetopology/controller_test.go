@@ -40,10 +40,7 @@ func TestTopologyDrift(t *testing.T) {
 	must.OK(t, err)
 	defer f.Close()
 	a := f.VCenter("vc-a")
-	for _, vm := range a.VMs {
-		must.OK(t, a.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
-		must.OK(t, a.Tag(ctx, "k8s-region", "region-"+vm.Datacenter, a.Datacenter(vm.Datacenter)))
-	}
+	must.OK(t, f.TagZones(ctx))
 	var vm vcsim.VM
 	var other []vcsim.VM
 	for _, v := range a.VMs {

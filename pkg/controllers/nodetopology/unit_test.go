@@ -147,9 +147,7 @@ func TestObservedOnChange(t *testing.T) {
 		t.Errorf("after a change: drift per node %v", got)
 	}
 	// The resync: a minute on the fake clock.
-	for !clk.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
+	poll.True(t, "the resync timer set", clk.HasWaiters)
 	clk.Step(time.Minute)
 	for range 2 {
 		src.next(t)
