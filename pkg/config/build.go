@@ -389,6 +389,13 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 	if raw.Deletion == nil {
 		n.Deletion = DeletionOnProof
 	}
+	oos := raw.OutOfService
+	if oos == nil {
+		oos = &rawOutOfService{}
+	}
+	n.OutOfService = OutOfService{Enabled: deref(oos.Enabled),
+		NotReadyFor:   orDefault(oos.NotReadyFor, DefaultOutOfServiceNotReadyFor),
+		PoweredOffFor: orDefault(oos.PoweredOffFor, DefaultOutOfServicePoweredOffFor)}
 	for _, m := range deref(raw.LookupOrder) {
 		n.LookupOrder = append(n.LookupOrder, LookupMethod(m))
 	}

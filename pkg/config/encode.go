@@ -46,14 +46,21 @@ type yamlVCenter struct {
 }
 
 type yamlNodes struct {
-	InternalNetworkSubnetCIDR        []string       `json:"internalNetworkSubnetCidr,omitempty"`
-	ExternalNetworkSubnetCIDR        []string       `json:"externalNetworkSubnetCidr,omitempty"`
-	ExcludeInternalNetworkSubnetCIDR []string       `json:"excludeInternalNetworkSubnetCidr,omitempty"`
-	ExcludeExternalNetworkSubnetCIDR []string       `json:"excludeExternalNetworkSubnetCidr,omitempty"`
-	InternalVMNetworkName            string         `json:"internalVmNetworkName,omitempty"`
-	ExternalVMNetworkName            string         `json:"externalVmNetworkName,omitempty"`
-	LookupOrder                      []LookupMethod `json:"lookupOrder"`
-	Deletion                         DeletionPolicy `json:"deletion"`
+	InternalNetworkSubnetCIDR        []string          `json:"internalNetworkSubnetCidr,omitempty"`
+	ExternalNetworkSubnetCIDR        []string          `json:"externalNetworkSubnetCidr,omitempty"`
+	ExcludeInternalNetworkSubnetCIDR []string          `json:"excludeInternalNetworkSubnetCidr,omitempty"`
+	ExcludeExternalNetworkSubnetCIDR []string          `json:"excludeExternalNetworkSubnetCidr,omitempty"`
+	InternalVMNetworkName            string            `json:"internalVmNetworkName,omitempty"`
+	ExternalVMNetworkName            string            `json:"externalVmNetworkName,omitempty"`
+	LookupOrder                      []LookupMethod    `json:"lookupOrder"`
+	Deletion                         DeletionPolicy    `json:"deletion"`
+	OutOfService                     *yamlOutOfService `json:"outOfService,omitempty"`
+}
+
+type yamlOutOfService struct {
+	Enabled       bool   `json:"enabled"`
+	NotReadyFor   string `json:"notReadyFor"`
+	PoweredOffFor string `json:"poweredOffFor"`
 }
 
 // DefaultConvertSecret is the Secret that inline credentials are moved to
@@ -117,6 +124,9 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			LookupOrder:                      cfg.Nodes.LookupOrder,
 			Deletion:                         cfg.Nodes.Deletion,
 		},
+	}
+	if o := cfg.Nodes.OutOfService; o != (OutOfService{NotReadyFor: DefaultOutOfServiceNotReadyFor, PoweredOffFor: DefaultOutOfServicePoweredOffFor}) {
+		f.Nodes.OutOfService = &yamlOutOfService{Enabled: o.Enabled, NotReadyFor: o.NotReadyFor.String(), PoweredOffFor: o.PoweredOffFor.String()}
 	}
 	if cfg.Labels.Zone != "" || cfg.Labels.Region != "" || len(cfg.Labels.Additional) > 0 {
 		f.Labels = &cfg.Labels

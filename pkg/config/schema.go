@@ -109,4 +109,12 @@ type rawNodes struct {
 	LookupOrder *[]string `yaml:"lookupOrder" ini:"lookup-order"`
 	// Extension: when a VM may be reported gone (onProof, never).
 	Deletion *string `yaml:"deletion" ini:"deletion"`
+	// Extension: the out-of-service taint policy.
+	OutOfService *rawOutOfService `yaml:"outOfService" ini:"-"`
+}
+
+type rawOutOfService struct {
+	Enabled       *bool          `yaml:"enabled" ini:"-"`
+	NotReadyFor   *time.Duration `yaml:"notReadyFor" ini:"-"`
+	PoweredOffFor *time.Duration `yaml:"poweredOffFor" ini:"-"`
 }

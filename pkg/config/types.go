@@ -34,6 +34,10 @@ const (
 	DefaultRequestTimeout     = 60 * time.Second
 	DefaultLoginBackoff       = 3 * time.Minute
 	DefaultTagRefreshInterval = 5 * time.Minute
+	// DefaultOutOfServiceNotReadyFor and DefaultOutOfServicePoweredOffFor
+	// are nodes.outOfService's grace periods.
+	DefaultOutOfServiceNotReadyFor   = 60 * time.Second
+	DefaultOutOfServicePoweredOffFor = 30 * time.Second
 )
 
 // DefaultIPFamilies is the ipFamily default: IPv4 only.
@@ -268,6 +272,24 @@ type Nodes struct {
 	LookupOrder []LookupMethod `json:"lookupOrder" validate:"min=1,unique,dive,oneof=uuid vmName guestHostname"`
 	// Deletion is when a VM may be reported gone (default onProof).
 	Deletion DeletionPolicy `json:"deletion" validate:"oneof=onProof never"`
+	// OutOfService is the opt-in out-of-service taint policy.
+	OutOfService OutOfService `json:"outOfService"`
+}
+
+// OutOfService is the opt-in policy under which the node-topology
+// controller adds node.kubernetes.io/out-of-service=nodeshutdown:NoExecute
+// to a Node whose VM vCenter proves powered off, so that Kubernetes deletes
+// its Pods and detaches their volumes at once instead of after minutes; and
+// removes it when the VM powers on.
+type OutOfService struct {
+	// Enabled turns the policy on (default off).
+	Enabled bool `json:"enabled"`
+	// NotReadyFor: the Node's Ready condition has been False or Unknown at
+	// least this long (default 60s).
+	NotReadyFor time.Duration `json:"notReadyFor" validate:"min=1000000000"`
+	// PoweredOffFor: the VM has been seen powered off, without a break and
+	// with a current inventory, at least this long (default 30s).
+	PoweredOffFor time.Duration `json:"poweredOffFor" validate:"min=1000000000"`
 }
 
 func netJoinHostPort(host string, port int) string {
