@@ -75,8 +75,8 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (_ *colle
 	st := &collector{session: s, pc: pc}
 	defer func() {
 		if err != nil {
-			_ = pc.Destroy(ctx)
-			st.destroyViews(ctx)
+			// Not ctx: its deadline may be what failed the setup.
+			st.close(ctx)
 		}
 	}()
 	opts := specOptions{allDetails: ix.allDetails, hostnames: ix.hostnames, clusterGroups: ix.clusterGroups}
@@ -102,8 +102,16 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (_ *colle
 		}
 	}
 	if !ix.HasSynced() {
-		if err := ix.readObjects(ctx, c, objectsSpec(objectViews, extra, opts)); err != nil {
-			return nil, err
+		// Best effort, within half of what is left of the setup's time:
+		// it only spares lookups the wait for the first read.
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if dl, ok := ctx.Deadline(); ok {
+			rctx, cancel = context.WithDeadline(ctx, dl.Add(-time.Until(dl)/2))
+		}
+		err := ix.readObjects(rctx, c, objectsSpec(objectViews, extra, opts))
+		cancel()
+		if err != nil {
+			ix.log.V(1).Info("Hosts, clusters and folders not read ahead of the VMs; lookups wait for the first read", "err", err)
 		}
 	}
 	if _, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: inventorySpec(objectViews, vmViews, extra, opts)}); err != nil {
@@ -208,6 +216,7 @@ func (ix *Index) readObjects(ctx context.Context, c *vim25.Client, spec types.Pr
 	}
 	ix.data.objects = d.objects
 	ix.objectsRead = true
+	ix.objectsAt = ix.clock.Now()
 	ix.notifyDetailsLocked()
 	return nil
 }

@@ -230,6 +230,8 @@ func applyVM(vm *VM, c types.PropertyChange) {
 		}
 	case "runtime.powerState":
 		vm.PowerState, _ = c.Val.(types.VirtualMachinePowerState)
+	case "runtime.connectionState":
+		vm.ConnectionState, _ = c.Val.(types.VirtualMachineConnectionState)
 	case "runtime.host":
 		vm.Host, _ = c.Val.(types.ManagedObjectReference)
 	}

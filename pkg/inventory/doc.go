@@ -9,8 +9,9 @@
 // resource pools above them, and, through a list view, the details of the
 // VMs lookups ask for (every VM's while the vCenter has at most
 // EagerDetailsMax). A lookup is a map read. A miss in an index that was
-// read but is not current falls back to a direct search; a vCenter never
-// read or down is not asked. A lookup answers ErrNotFound only when every
+// read but is not current, or is in its first read with its hosts,
+// clusters and folders read ahead, falls back to a direct search; a
+// vCenter whose objects were never read, or that is down, is not asked. A lookup answers ErrNotFound only when every
 // vCenter in scope has answered; a UUID or name found in two places is an
 // AmbiguousError naming both.
 //

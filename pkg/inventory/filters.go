@@ -22,7 +22,7 @@ var identityProperties = []string{"name", "config.uuid", "config.template", "run
 var vmProperties = []string{
 	"name", "parent", "resourcePool", "config.uuid", "config.instanceUuid", "config.guestId",
 	"config.template", "config.hardware.numCPU", "config.hardware.memoryMB",
-	"guest.hostName", "guest.net", "runtime.powerState", "runtime.host",
+	"guest.hostName", "guest.net", "runtime.powerState", "runtime.connectionState", "runtime.host",
 }
 
 // specOptions says what a collector reads beyond names and parents.

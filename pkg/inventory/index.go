@@ -48,6 +48,7 @@ type Index struct {
 	// holds the hosts, clusters, folders, datacenters and pools read on
 	// their own (see readObjects); data.vms is still empty.
 	objectsRead bool
+	objectsAt   time.Time // when they were read
 	fullReads   uint64          // full reads completed
 	resyncing   bool            // a full read is under way after a new session or a lost collector
 	syncErr     error           // the last update round failed
@@ -130,12 +131,18 @@ func (ix *Index) answers() bool {
 
 // ObjectsKnown reports whether the index knows the hosts, clusters,
 // folders, datacenters and pools: its first full read has completed, or
-// these were read ahead of its VMs. A VM found while only these are known
-// (by a direct search) can be placed: its zone and datacenter resolved.
+// these were read ahead of its VMs less than StaleAfter ago (a snapshot,
+// not followed: a first read that keeps failing must not place VMs with
+// it for long; every new collector reads it again). A VM found while only
+// these are known (by a direct search) can be placed: its zone and
+// datacenter resolved.
 func (ix *Index) ObjectsKnown() bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.synced || ix.objectsRead
+	if ix.synced {
+		return true
+	}
+	return ix.objectsRead && (ix.staleAfter <= 0 || ix.clock.Since(ix.objectsAt) <= ix.staleAfter)
 }
 
 // searchable reports whether a miss in the index is worth a direct search:

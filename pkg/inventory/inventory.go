@@ -176,7 +176,7 @@ type searchFunc func(context.Context, *Index) ([]VM, error)
 func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search searchFunc) (VM, error) {
 	var found []match
 	var incomplete []error
-	var ask []*Index // read once, not current: worth a direct search on a miss
+	var ask []*Index // searchable, not current: worth a direct search on a miss
 	var stale error  // a match in a vCenter whose index is not current
 	for _, ix := range inv.indexes {
 		vms := ix.lookup(lk)
@@ -222,15 +222,15 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, inv.opts.SearchTimeout)
 			defer cancel()
+			firstRead := !ix.HasSynced() // before the search: the read may complete meanwhile
 			vms, err := search(ctx, ix)
 			switch {
 			case err != nil:
 				err = fmt.Errorf("vCenter %q: %w", ix.VCenter(), err)
-			case len(vms) == 0 && !ix.HasSynced():
-				// A miss during the first read proves nothing: the search
-				// covers what the index will hold, but "absent" is the
-				// index's word (see AbsenceError).
-				_, _, err = ix.Status()
+			case len(vms) == 0 && firstRead:
+				// A miss during the first read proves nothing: "absent" is
+				// the index's word (see AbsenceError).
+				err = fmt.Errorf("vCenter %q: not found by a direct search during the inventory's first read; absence is unproven until the read completes", ix.VCenter())
 			}
 			results[i] = result{vms, err}
 		}()

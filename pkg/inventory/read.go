@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"path"
 	"slices"
@@ -75,8 +76,11 @@ func (ix *Index) search(ctx context.Context, find func(context.Context, *object.
 // than those, from its ancestry (one more request).
 func (ix *Index) fetch(ctx context.Context, r types.ManagedObjectReference) (VM, bool, error) {
 	props, err := ix.reader.get(ctx, r.Value)
-	if err != nil || props == nil {
-		return VM{}, false, err
+	if err != nil {
+		return VM{}, false, fmt.Errorf("read the details of VM %s: %w", r.Value, err)
+	}
+	if props == nil {
+		return VM{}, false, nil // gone since the search
 	}
 	vm := VM{Ref: r, VCenter: ix.VCenter()}
 	for _, c := range assignments(props) {
@@ -90,7 +94,7 @@ func (ix *Index) fetch(ctx context.Context, r types.ManagedObjectReference) (VM,
 	ix.mu.RUnlock()
 	if !known {
 		if dc, err = ix.datacenterOf(ctx, r); err != nil {
-			return VM{}, false, err
+			return VM{}, false, fmt.Errorf("read the ancestry of VM %s: %w", r.Value, err)
 		}
 	}
 	vm.Datacenter = dc

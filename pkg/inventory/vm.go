@@ -23,10 +23,14 @@ type VM struct {
 	NumCPU        int32
 	MemoryMB      int32
 	PowerState    types.VirtualMachinePowerState
-	NICs          []NIC
-	Host          types.ManagedObjectReference
-	ResourcePool  types.ManagedObjectReference
-	Folder        types.ManagedObjectReference
+	// ConnectionState is runtime.connectionState: anything but connected
+	// (the host does not answer, the VM's files are inaccessible) makes
+	// PowerState the last state vCenter knew, not the VM's.
+	ConnectionState types.VirtualMachineConnectionState
+	NICs            []NIC
+	Host            types.ManagedObjectReference
+	ResourcePool    types.ManagedObjectReference
+	Folder          types.ManagedObjectReference
 	// Template VMs are kept in the index but never returned by lookups.
 	Template bool
 }

@@ -177,6 +177,12 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 		// is retried when they are.
 		return Result{}, fmt.Errorf("VM %s: the inventory of vCenter %q is not read yet, so the VM's host and folders are unknown; retried when it is", vm.Location(), vm.VCenter)
 	}
+	if _, ok := ix.Object(vm.Host); vm.Host.Value != "" && !ok {
+		// A host newer than the objects read ahead of the first read: its
+		// cluster is unknown, and a zone from the VM's folders would be a
+		// guess (zones are labelled once).
+		return Result{}, fmt.Errorf("VM %s: its host %s is not in the inventory of vCenter %q yet; retried when it is", vm.Location(), vm.Host.Value, vm.VCenter)
+	}
 	chain, hostLen := Chain(ix, vm)
 	if r.cfg.Labels.CSICompatible {
 		chain = chain[:hostLen]
