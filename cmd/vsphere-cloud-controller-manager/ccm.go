@@ -44,7 +44,8 @@ func nodeTopologyController() app.ControllerInitFuncConstructor {
 				if !ok || p == nil {
 					return nil, false, fmt.Errorf("%s: the cloud provider is not vSphere's", nodetopology.Name)
 				}
-				c, err := nodetopology.New(cc.ClientBuilder.ClientOrDie(ic.ClientName), cc.SharedInformers.Core().V1().Nodes(), p, nodetopology.Options{})
+				c, err := nodetopology.New(cc.ClientBuilder.ClientOrDie(ic.ClientName), cc.SharedInformers.Core().V1().Nodes(), p,
+					nodetopology.Options{OutOfService: p.Config().Nodes.OutOfService})
 				if err != nil {
 					return nil, false, err
 				}

@@ -29,6 +29,9 @@ type Metrics struct {
 	vcDownFor    *metrics.GaugeVec
 	drifted      *metrics.GaugeVec
 	events       *metrics.CounterVec
+	oosTaints    *metrics.CounterVec
+	oosNodes     *metrics.Gauge
+	oosUnproven  *metrics.Counter
 }
 
 const namespace = "vsphere_ccm"
@@ -43,6 +46,7 @@ var (
 	loginResults    = []string{"success", "rejected", "error"}
 	lookupResults   = []string{"found", "not_found", "ambiguous", "error"}
 	absenceVerdicts = []string{VerdictGone, VerdictKept, VerdictUnproven}
+	oosChanges      = []string{"added", "removed"}
 )
 
 // NewMetrics creates the metrics (not registered).
@@ -58,6 +62,9 @@ func (m *Metrics) initialize(vcenters []string) {
 	}
 	for _, v := range absenceVerdicts {
 		m.verdicts.WithLabelValues(v)
+	}
+	for _, c := range oosChanges {
+		m.oosTaints.WithLabelValues(c)
 	}
 	for _, vc := range vcenters {
 		for _, r := range loginResults {
@@ -105,12 +112,20 @@ func newMetrics() *Metrics {
 		events: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_events_total",
 			Help:           "Events recorded on Nodes by type (Warning, Normal) and reason (VMNotFound, TopologyDrift, ...), repeats within 10 minutes not counted.",
 			StabilityLevel: metrics.ALPHA}, []string{"type", "reason"}),
+		oosTaints: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "out_of_service_taints_total",
+			Help:           "Out-of-service taints (nodes.outOfService) added to Nodes whose VM is proven powered off, and removed when it powers on, by change (added, removed).",
+			StabilityLevel: metrics.ALPHA}, []string{"change"}),
+		oosNodes: metrics.NewGauge(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_out_of_service",
+			Help: "Nodes that carry the out-of-service taint the CCM added.", StabilityLevel: metrics.ALPHA}),
+		oosUnproven: metrics.NewCounter(&metrics.CounterOpts{Namespace: namespace, Name: "out_of_service_unproven_total",
+			Help:           "Checks of NotReady Nodes past nodes.outOfService.notReadyFor whose VM's power state could not be proven (vCenter down or not current, host not answering): no taint added.",
+			StabilityLevel: metrics.ALPHA}),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.drifted, m.events}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.drifted, m.events, m.oosTaints, m.oosNodes, m.oosUnproven}
 }
 
 // Request implements vcenter.Observer.
@@ -164,6 +179,7 @@ func (m *Metrics) Refresh(p *Provider) {
 		}
 		return now.Sub(t).Seconds()
 	}
+	m.oosNodes.Set(float64(p.outOfService.len()))
 	drifted := p.drifts.perVCenter()
 	for _, c := range p.pool.Clients() {
 		m.drifted.WithLabelValues(c.Name()).Set(float64(drifted[c.Name()]))

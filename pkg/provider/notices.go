@@ -74,7 +74,10 @@ func (p *Provider) Report(node *v1.Node, obs Observation, relabelled bool) {
 }
 
 // Forget drops what Report recorded about a deleted Node.
-func (p *Provider) Forget(node string) { p.drifts.forget(node) }
+func (p *Provider) Forget(node string) {
+	p.drifts.forget(node)
+	p.outOfService.set(node, false)
+}
 
 // Changed returns a channel closed at the next change that may change an
 // Observation: an inventory change (placement, power, groups), a tag

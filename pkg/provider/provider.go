@@ -83,6 +83,8 @@ type Provider struct {
 	events    *events
 	waiting   *waiting        // Nodes to retry when a vCenter becomes usable
 	drifts    *drifts         // initialized Nodes whose labels no longer match their VM
+	// outOfService: the Nodes the node-topology controller tainted out of service.
+	outOfService nodeSet
 	changes   notify.Notifier // see Changed
 	recovered notify.Notifier // see Recovered
 	kube      kubernetes.Interface

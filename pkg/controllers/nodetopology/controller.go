@@ -3,6 +3,7 @@ package nodetopology
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
@@ -47,6 +49,14 @@ type Source interface {
 	Recovered() <-chan struct{}
 	Waiting() []string
 	Initialized(node string)
+	// Power says whether vCenter proves the power state of node's VM now
+	// (the out-of-service policy), without effects.
+	Power(ctx context.Context, node *v1.Node) (provider.PowerProof, error)
+	// ReportOutOfService records a taint added or removed;
+	// ReportOutOfServiceUnproven a NotReady Node whose VM's state cannot
+	// be proven.
+	ReportOutOfService(node *v1.Node, added bool, msg string)
+	ReportOutOfServiceUnproven(node *v1.Node, why string)
 }
 
 // The provider is the Source the controller manager gives it.
@@ -59,8 +69,12 @@ type Options struct {
 	Resync time.Duration
 	// Relabel patches the Node's labels; default Relabel.
 	Relabel func(ctx context.Context, kube kubernetes.Interface, list []provider.Drift) error
-	// Clock drives the resync (default: the real clock).
+	// Clock drives the resync and the out-of-service grace periods
+	// (default: the real clock).
 	Clock clock.WithTicker
+	// OutOfService is the out-of-service taint policy (off unless
+	// Enabled).
+	OutOfService config.OutOfService
 }
 
 // Controller observes Nodes when they or their VMs change.
@@ -71,6 +85,7 @@ type Controller struct {
 	src    Source
 	queue  workqueue.TypedRateLimitingInterface[string]
 	opts   Options
+	oos    outOfService
 }
 
 // New returns a controller; Run starts it.
@@ -86,14 +101,15 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 	}
 	c := &Controller{kube: kube, nodes: nodes.Lister(), src: src, opts: opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name})}
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: opts.Clock})}
 	reg, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*v1.Node), cur.(*v1.Node)
-			// Labels, taints (initialization) and providerID matter; the
-			// kubelet's status heartbeats do not.
-			if !labels.Equals(o.Labels, n.Labels) || len(o.Spec.Taints) != len(n.Spec.Taints) || o.Spec.ProviderID != n.Spec.ProviderID {
+			// Labels, taints (initialization), providerID and readiness
+			// matter; the kubelet's status heartbeats do not.
+			if !labels.Equals(o.Labels, n.Labels) || len(o.Spec.Taints) != len(n.Spec.Taints) || o.Spec.ProviderID != n.Spec.ProviderID ||
+				readyChanged(o, n) {
 				c.enqueue(cur)
 			}
 		},
@@ -194,31 +210,53 @@ func (c *Controller) next(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(name)
-	if err := c.sync(ctx, name); err != nil {
-		klog.FromContext(ctx).Error(err, "Relabelling a drifted Node failed; retrying", "node", name)
+	after, err := c.sync(ctx, name)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Node update failed; retrying", "node", name)
 		c.queue.AddRateLimited(name)
 		return true
 	}
 	c.queue.Forget(name)
+	if after > 0 {
+		c.queue.AddAfter(name, after)
+	}
 	return true
 }
 
-// sync observes one Node, relabels it where the policy says so, and
-// reports. A Node whose VM cannot be looked up is left to the framework's
-// node controllers, which report the lookup error; a change notification
-// brings it back.
-func (c *Controller) sync(ctx context.Context, name string) error {
+// sync observes one Node, relabels it where the policy says so, reports,
+// and applies the out-of-service policy; it returns when to look at the
+// Node again (0: on a change only). A Node whose VM cannot be looked up
+// is left to the framework's node controllers, which report the lookup
+// error; a change notification brings it back.
+func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.src.Forget(name)
-		return nil
+		c.oos.put(name, poweredOff{})
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var errs []error
+	if err := c.syncTopology(ctx, node); err != nil {
+		errs = append(errs, err)
+	}
+	var after time.Duration
+	if c.opts.OutOfService.Enabled {
+		if after, err = c.syncOutOfService(ctx, node); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return after, errors.Join(errs...)
+}
+
+// syncTopology observes one Node's placement, relabels it where the
+// policy says so, and reports.
+func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 	obs, err := c.src.Observe(ctx, node)
 	if err != nil {
-		klog.FromContext(ctx).V(4).Info("Node not observed", "node", name, "err", err)
+		klog.FromContext(ctx).V(4).Info("Node not observed", "node", node.Name, "err", err)
 		return nil
 	}
 	relabelled := false

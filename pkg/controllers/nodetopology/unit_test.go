@@ -16,9 +16,14 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	vimtypes "github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
@@ -33,6 +38,14 @@ type fakeSource struct {
 	err       map[string]error
 	reports   chan report
 	forgot    chan string
+	power     map[string]provider.PowerProof
+	oos       chan oosReport
+}
+
+type oosReport struct {
+	node     string
+	added    bool
+	unproven bool
 }
 
 type report struct {
@@ -43,7 +56,8 @@ type report struct {
 
 func newFakeSource() *fakeSource {
 	return &fakeSource{obs: map[string]provider.Observation{}, err: map[string]error{},
-		reports: make(chan report, 100), forgot: make(chan string, 10)}
+		reports: make(chan report, 100), forgot: make(chan string, 10),
+		power: map[string]provider.PowerProof{}, oos: make(chan oosReport, 100)}
 }
 
 func (f *fakeSource) Changed() <-chan struct{} { return f.changed.C() }
@@ -72,6 +86,33 @@ func (f *fakeSource) Initialized(node string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.waiting = slices.DeleteFunc(f.waiting, func(n string) bool { return n == node })
+}
+
+func (f *fakeSource) Power(_ context.Context, n *v1.Node) (provider.PowerProof, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pw, ok := f.power[n.Name]
+	if !ok {
+		return pw, errors.New("no such VM")
+	}
+	return pw, nil
+}
+
+func (f *fakeSource) ReportOutOfService(n *v1.Node, added bool, _ string) {
+	f.oos <- oosReport{node: n.Name, added: added}
+}
+
+func (f *fakeSource) ReportOutOfServiceUnproven(n *v1.Node, _ string) {
+	select {
+	case f.oos <- oosReport{node: n.Name, unproven: true}:
+	default: // the resync repeats it; tests read only the first
+	}
+}
+
+func (f *fakeSource) setPower(node string, pw provider.PowerProof) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.power[node] = pw
 }
 
 func (f *fakeSource) set(node string, obs provider.Observation, err error) {
@@ -170,11 +211,22 @@ func TestRelabel(t *testing.T) {
 		}
 		return nil
 	}
-	start(t, src, relabel, "n1")
+	_, clk := start(t, src, relabel, "n1")
 	if r := src.next(t); r.relabelled || r.drift != 1 {
 		t.Errorf("failed patch: %+v, want drift reported", r)
 	}
-	if r := src.next(t); !r.relabelled {
+	// The retry's back-off runs on the controller's clock.
+	var r report
+	poll.True(t, "the retry", func() bool {
+		clk.Step(time.Second)
+		select {
+		case r = <-src.reports:
+			return true
+		default:
+			return false
+		}
+	})
+	if !r.relabelled {
 		t.Errorf("retry: %+v, want relabelled", r)
 	}
 }
@@ -236,5 +288,79 @@ func TestRetryWaiting(t *testing.T) {
 	})
 	if n, err := kube.CoreV1().Nodes().Get(ctx, "done", metav1.GetOptions{}); err != nil || n.Annotations[provider.AnnotationRetry] != "" {
 		t.Errorf("the initialized Node was annotated: %v %v", err, n.Annotations)
+	}
+}
+
+// TestOutOfService drives the out-of-service policy with a fake clock: a
+// NotReady Node whose VM is proven powered off is tainted once both grace
+// periods have passed on the clock, and untainted when the VM powers on
+// again; an unproven power state (a vCenter outage) adds nothing.
+func TestOutOfService(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	notReady := func(name string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + name},
+			Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionUnknown, LastTransitionTime: metav1.NewTime(start)}}}}
+	}
+	kube := fake.NewClientset(notReady("off"), notReady("blind"))
+	src := newFakeSource()
+	vm := func(ref string, st vimtypes.VirtualMachinePowerState, proven bool) provider.PowerProof {
+		return provider.PowerProof{Proven: proven, VM: inventory.VM{VCenter: "vc-a", Name: ref,
+			Ref: vimtypes.ManagedObjectReference{Type: "VirtualMachine", Value: ref}, PowerState: st}}
+	}
+	src.setPower("off", vm("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff, true))
+	src.setPower("blind", vm("vm-2", vimtypes.VirtualMachinePowerStatePoweredOff, false))
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, nodetopology.Options{Resync: time.Hour, Clock: clk,
+		OutOfService: config.OutOfService{Enabled: true, NotReadyFor: time.Minute, PoweredOffFor: 30 * time.Second}})
+	must.OK(t, err)
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, 2); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
+
+	tainted := func(name string) bool {
+		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		must.OK(t, err)
+		return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
+			return t.Key == v1.TaintNodeOutOfService && t.Value == "nodeshutdown" && t.Effect == v1.TaintEffectNoExecute
+		}) && n.Annotations[nodetopology.AnnotationOutOfService] != ""
+	}
+	// The clock moves only when stepped: until a minute has passed on it
+	// nothing may be tainted, then "off" is (its re-check is queued on the
+	// clock), and "blind" is reported unproven instead.
+	poll.True(t, "the taint added once the grace periods passed", func() bool {
+		if tainted("off") && clk.Since(start) < time.Minute {
+			t.Fatalf("tainted after %v on the clock, before notReadyFor", clk.Since(start))
+		}
+		clk.Step(5 * time.Second)
+		return tainted("off")
+	})
+	got := map[oosReport]bool{}
+	for len(got) < 2 {
+		select {
+		case r := <-src.oos:
+			got[r] = true
+		case <-time.After(30 * time.Second):
+			t.Fatalf("reports so far: %v", got)
+		}
+	}
+	if !got[oosReport{node: "off", added: true}] || !got[oosReport{node: "blind", unproven: true}] {
+		t.Errorf("reports %v, want off added and blind unproven", got)
+	}
+	if tainted("blind") {
+		t.Errorf("a Node whose VM's power state is unproven was tainted")
+	}
+
+	// Powered on: the taint goes (an inventory change brings the Node back).
+	src.setPower("off", vm("vm-1", vimtypes.VirtualMachinePowerStatePoweredOn, true))
+	src.changed.Notify()
+	poll.True(t, "the taint removed", func() bool { return !tainted("off") })
+	for r := range src.oos {
+		if r == (oosReport{node: "off"}) {
+			break
+		}
 	}
 }

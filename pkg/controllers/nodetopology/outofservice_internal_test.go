@@ -1,0 +1,96 @@
+package nodetopology
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	vimtypes "github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+)
+
+func TestDecideOutOfService(t *testing.T) {
+	pol := config.OutOfService{Enabled: true, NotReadyFor: time.Minute, PoweredOffFor: 30 * time.Second}
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	node := func(ready v1.ConditionStatus, since time.Duration, ours, tainted bool) *v1.Node {
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", CreationTimestamp: metav1.NewTime(ago(time.Hour))}}
+		if ready != "" {
+			n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(ago(since))}}
+		}
+		if ours {
+			n.Annotations = map[string]string{AnnotationOutOfService: "VM powered off"}
+		}
+		if tainted {
+			n.Spec.Taints = []v1.Taint{outOfServiceTaint(ago(since))}
+		}
+		return n
+	}
+	vm := func(ref string, st vimtypes.VirtualMachinePowerState) provider.PowerProof {
+		return provider.PowerProof{Proven: true, VM: inventory.VM{VCenter: "vc-a", Name: "node-1",
+			Ref: vimtypes.ManagedObjectReference{Type: "VirtualMachine", Value: ref}, PowerState: st}}
+	}
+	off := vm("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff)
+	on := vm("vm-1", vimtypes.VirtualMachinePowerStatePoweredOn)
+	unproven := off
+	unproven.Proven, unproven.Unproven = false, "vCenter \"vc-a\": inventory not current"
+	seenOff := func(d time.Duration) poweredOff { return poweredOff{vm: "vc-a/vm-1", since: ago(d)} }
+
+	tests := []struct {
+		name      string
+		node      *v1.Node
+		pw        provider.PowerProof
+		err       error
+		off       poweredOff
+		action    oosAction
+		keepSince time.Duration // the record kept: seen off for this long (-1: none)
+		after     time.Duration
+	}{
+		{"off long enough, NotReady long enough", node(v1.ConditionUnknown, 2*time.Minute, false, false), off, nil, seenOff(31 * time.Second), oosAdd, 31 * time.Second, 0},
+		{"a Node that never reported Ready counts from its creation", node("", 0, false, false), off, nil, seenOff(time.Minute), oosAdd, time.Minute, 0},
+		{"first seen off: wait poweredOffFor", node(v1.ConditionFalse, 2*time.Minute, false, false), off, nil, poweredOff{}, oosNone, 0, 30 * time.Second},
+		{"NotReady too recently: wait notReadyFor", node(v1.ConditionUnknown, 10*time.Second, false, false), off, nil, seenOff(time.Minute), oosNone, time.Minute, 50 * time.Second},
+		{"still Ready: wait for a change", node(v1.ConditionTrue, time.Hour, false, false), off, nil, seenOff(time.Hour), oosNone, time.Hour, 0},
+		{"a VM recreated under the same UUID starts over", node(v1.ConditionUnknown, time.Hour, false, false), vm("vm-2", vimtypes.VirtualMachinePowerStatePoweredOff), nil, seenOff(time.Hour), oosNone, -1, 30 * time.Second},
+		{"already tainted (by an operator): nothing", node(v1.ConditionUnknown, time.Hour, false, true), off, nil, seenOff(time.Hour), oosNone, time.Hour, 0},
+		{"powered on: our taint removed", node(v1.ConditionUnknown, time.Hour, true, true), on, nil, seenOff(time.Hour), oosRemove, -1, 0},
+		{"powered on: an operator's taint left alone", node(v1.ConditionUnknown, time.Hour, false, true), on, nil, poweredOff{}, oosNone, -1, 0},
+		{"powered on, annotation left without taint: cleaned up", node(v1.ConditionTrue, time.Hour, true, false), on, nil, poweredOff{}, oosRemove, -1, 0},
+		{"suspended is never proof", node(v1.ConditionUnknown, time.Hour, false, false), vm("vm-1", vimtypes.VirtualMachinePowerStateSuspended), nil, seenOff(time.Hour), oosNone, -1, 0},
+		{"unproven (inventory not current): reported, record dropped", node(v1.ConditionUnknown, 2*time.Minute, false, false), unproven, nil, seenOff(time.Hour), oosUnproven, -1, 0},
+		{"lookup failed (vCenter down): reported", node(v1.ConditionUnknown, 2*time.Minute, false, false), provider.PowerProof{}, errors.New("vCenter down"), seenOff(time.Hour), oosUnproven, -1, 0},
+		{"unproven but still within notReadyFor: look again then", node(v1.ConditionUnknown, 10*time.Second, false, false), unproven, nil, poweredOff{}, oosNone, -1, 50 * time.Second},
+		{"unproven and tainted: nothing removed", node(v1.ConditionUnknown, time.Hour, true, true), unproven, nil, poweredOff{}, oosNone, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := decideOutOfService(pol, now, tt.node, tt.pw, tt.err, tt.off)
+			if d.action != tt.action {
+				t.Errorf("action %v, want %v (%s)", d.action, tt.action, d.why)
+			}
+			if d.after != tt.after {
+				t.Errorf("look again after %v, want %v", d.after, tt.after)
+			}
+			switch {
+			case tt.keepSince < 0 && tt.pw.VM.PowerState == vimtypes.VirtualMachinePowerStatePoweredOff && tt.pw.Proven && tt.err == nil:
+				if d.off.since != now {
+					t.Errorf("record %+v, want one that starts now", d.off)
+				}
+			case tt.keepSince < 0:
+				if d.off != (poweredOff{}) {
+					t.Errorf("record %+v, want none", d.off)
+				}
+			case d.off.since != ago(tt.keepSince):
+				t.Errorf("record since %v, want %v ago", now.Sub(d.off.since), tt.keepSince)
+			}
+			if (d.action == oosAdd || d.action == oosRemove || d.action == oosUnproven) && d.why == "" {
+				t.Errorf("no reason for the event")
+			}
+		})
+	}
+}

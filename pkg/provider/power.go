@@ -1,0 +1,127 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
+)
+
+// Event reasons of the out-of-service policy (nodes.outOfService).
+const (
+	// ReasonOutOfServiceTaintAdded (Warning): the Node's VM is proven
+	// powered off and the Node NotReady; its Pods are deleted and their
+	// volumes detached.
+	ReasonOutOfServiceTaintAdded = "OutOfServiceTaintAdded"
+	// ReasonOutOfServiceTaintRemoved (Normal): the VM is powered on again.
+	ReasonOutOfServiceTaintRemoved = "OutOfServiceTaintRemoved"
+	// ReasonOutOfServiceUnproven (Warning): the Node is NotReady past the
+	// grace period but its VM's power state cannot be proven; no taint.
+	ReasonOutOfServiceUnproven = "OutOfServiceUnproven"
+)
+
+// PowerProof is what a Node's vCenter says now of its VM's power state.
+type PowerProof struct {
+	VM inventory.VM
+	// Proven: the VM's inventory is current (Status) and the VM connected
+	// (its host answers), so VM.PowerState is vCenter's word now, not a
+	// state last known before an outage.
+	Proven bool
+	// Unproven says why not.
+	Unproven string
+}
+
+// Power finds node's VM by the BIOS UUID of its providerID only, never by
+// name (a VM recreated under the Node's name is another machine), and
+// says whether its power state is proven. It has no effects. A Node
+// without a providerID (not initialized) is an error, as is a VM not
+// found: the deletion rules cover a VM that is gone.
+func (p *Provider) Power(ctx context.Context, node *v1.Node) (PowerProof, error) {
+	if !p.ready() {
+		return PowerProof{}, p.notReady()
+	}
+	if node.Spec.ProviderID == "" {
+		return PowerProof{}, fmt.Errorf("node %s has no providerID yet", node.Name)
+	}
+	uuid, err := providerid.UUID(node.Spec.ProviderID)
+	if err != nil {
+		return PowerProof{}, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	vm, err := p.inv.FindByUUID(ctx, uuid)
+	if err != nil {
+		return PowerProof{}, fmt.Errorf("node %s (providerID %s): %w", node.Name, node.Spec.ProviderID, err)
+	}
+	out := PowerProof{VM: vm}
+	ix := p.inv.Index(vm.VCenter)
+	if ix == nil {
+		out.Unproven = fmt.Sprintf("vCenter %q has no inventory", vm.VCenter)
+		return out, nil
+	}
+	if ok, _, err := ix.Status(); !ok {
+		out.Unproven = err.Error()
+		return out, nil
+	}
+	if vm.ConnectionState != types.VirtualMachineConnectionStateConnected {
+		out.Unproven = fmt.Sprintf("VM %s has connection state %q: its host does not answer, so its power state %q is the last one vCenter knew",
+			vm.Location(), vm.ConnectionState, vm.PowerState)
+		return out, nil
+	}
+	out.Proven = true
+	return out, nil
+}
+
+// ReportOutOfService records that the node-topology controller added
+// (added) or removed the out-of-service taint of node: an event and the
+// metrics.
+func (p *Provider) ReportOutOfService(node *v1.Node, added bool, msg string) {
+	reason, typ, change := ReasonOutOfServiceTaintRemoved, v1.EventTypeNormal, "removed"
+	if added {
+		reason, typ, change = ReasonOutOfServiceTaintAdded, v1.EventTypeWarning, "added"
+	}
+	p.events.send(node, typ, reason, msg)
+	p.outOfService.set(node.Name, added)
+	if m := p.opts.Metrics; m != nil {
+		m.oosTaints.WithLabelValues(change).Inc()
+	}
+}
+
+// ReportOutOfServiceUnproven records that node is NotReady past the
+// policy's grace period but its VM's power state could not be proven, so
+// no taint is added (a vCenter outage, a host that does not answer).
+func (p *Provider) ReportOutOfServiceUnproven(node *v1.Node, why string) {
+	p.events.send(node, v1.EventTypeWarning, ReasonOutOfServiceUnproven,
+		"NotReady past nodes.outOfService.notReadyFor, but its VM's power state cannot be proven, so no out-of-service taint is added: "+why)
+	if m := p.opts.Metrics; m != nil {
+		m.oosUnproven.Inc()
+	}
+}
+
+// nodeSet is a set of Node names, safe for concurrent use.
+type nodeSet struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (s *nodeSet) set(name string, in bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names == nil {
+		s.names = map[string]bool{}
+	}
+	if in {
+		s.names[name] = true
+	} else {
+		delete(s.names, name)
+	}
+}
+
+func (s *nodeSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.names)
+}
