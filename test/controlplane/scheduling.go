@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,10 +17,10 @@ import (
 
 // StartScheduling adds kube-scheduler and a kube-controller-manager that
 // runs only the controllers workloads need to reach the scheduler
-// (serviceaccount, deployment, replicaset, persistentvolume-binder), both
-// from binDir,
-// with the admin kubeconfig and without leader election. Stop stops them.
-func (cp *ControlPlane) StartScheduling(ctx context.Context, binDir string) error {
+// (serviceaccount, deployment, replicaset, persistentvolume-binder) and
+// the extra controllers named, both from binDir, with the admin
+// kubeconfig and without leader election. Stop stops them.
+func (cp *ControlPlane) StartScheduling(ctx context.Context, binDir string, extra ...string) error {
 	ports, err := freePorts(2)
 	if err != nil {
 		return err
@@ -35,7 +36,7 @@ func (cp *ControlPlane) StartScheduling(ctx context.Context, binDir string) erro
 		"--kubeconfig="+cp.Kubeconfig,
 		"--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[1]),
-		"--controllers=serviceaccount,deployment,replicaset,persistentvolume-binder",
+		"--controllers="+strings.Join(append([]string{"serviceaccount", "deployment", "replicaset", "persistentvolume-binder"}, extra...), ","),
 		"--use-service-account-credentials=false",
 		"--leader-elect=false", "--v=1"); err != nil {
 		return err
