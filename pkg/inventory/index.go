@@ -48,7 +48,7 @@ type Index struct {
 	// holds the hosts, clusters, folders, datacenters and pools read on
 	// their own (see readObjects); data.vms is still empty.
 	objectsRead bool
-	objectsAt   time.Time // when they were read
+	objectsAt   time.Time       // when they were read
 	fullReads   uint64          // full reads completed
 	resyncing   bool            // a full read is under way after a new session or a lost collector
 	syncErr     error           // the last update round failed

@@ -80,14 +80,14 @@ type Provider struct {
 	inv   *inventory.Inventory
 	topo  *topology.Resolver
 
-	events    *events
-	waiting   *waiting        // Nodes to retry when a vCenter becomes usable
-	drifts    *drifts         // initialized Nodes whose labels no longer match their VM
+	events  *events
+	waiting *waiting // Nodes to retry when a vCenter becomes usable
+	drifts  *drifts  // initialized Nodes whose labels no longer match their VM
 	// outOfService: the Nodes the node-topology controller tainted out of service.
 	outOfService nodeSet
-	changes   notify.Notifier // see Changed
-	recovered notify.Notifier // see Recovered
-	kube      kubernetes.Interface
+	changes      notify.Notifier // see Changed
+	recovered    notify.Notifier // see Recovered
+	kube         kubernetes.Interface
 
 	startMu   sync.Mutex    // serializes Start and Close
 	started   chan struct{} // closed once Start has succeeded: the fields above are set
