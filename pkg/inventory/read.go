@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strings"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
@@ -180,4 +181,42 @@ func assignments(props []types.DynamicProperty) []types.PropertyChange {
 		out[i] = types.PropertyChange{Name: p.Name, Val: p.Val, Op: types.PropertyChangeOpAssign}
 	}
 	return out
+}
+
+// LivePower is a VM's power and connection state and BIOS UUID as its
+// vCenter reports them now.
+type LivePower struct {
+	PowerState      types.VirtualMachinePowerState
+	ConnectionState types.VirtualMachineConnectionState
+	UUID            string // lower case
+}
+
+// ReadPower asks vm's vCenter directly (one request, within SearchTimeout)
+// for its power state, connection state and BIOS UUID: the live check
+// before an action the index alone must not decide (the out-of-service
+// taint). A VM that no longer exists is an error.
+func (inv *Inventory) ReadPower(ctx context.Context, vm VM) (LivePower, error) {
+	ix := inv.Index(vm.VCenter)
+	if ix == nil {
+		return LivePower{}, fmt.Errorf("vCenter %q is not configured", vm.VCenter)
+	}
+	ctx, cancel := context.WithTimeout(ctx, inv.opts.SearchTimeout)
+	defer cancel()
+	var out LivePower
+	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+		var m mo.VirtualMachine
+		if err := property.DefaultCollector(s.VIM).RetrieveOne(ctx, vm.Ref,
+			[]string{"runtime.powerState", "runtime.connectionState", "config.uuid"}, &m); err != nil {
+			return err
+		}
+		out = LivePower{PowerState: m.Runtime.PowerState, ConnectionState: m.Runtime.ConnectionState}
+		if m.Config != nil {
+			out.UUID = strings.ToLower(m.Config.Uuid)
+		}
+		return nil
+	})
+	if err != nil {
+		return LivePower{}, fmt.Errorf("vCenter %q: live read of VM %s: %w", vm.VCenter, vm.Location(), err)
+	}
+	return out, nil
 }

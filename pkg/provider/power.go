@@ -41,6 +41,14 @@ type PowerProof struct {
 // says whether its power state is proven. It has no effects. A Node
 // without a providerID (not initialized) is an error, as is a VM not
 // found: the deletion rules cover a VM that is gone.
+//
+// Proven needs, besides the VM's inventory current and the VM connected:
+// the machine UUID the kubelet reports (status.nodeInfo.systemUUID), if
+// any, to be the VM's (a clone or restore under a new UUID may run the
+// Node now); the vCenter the Node is labelled with, if any, to be the
+// VM's; and every vCenter able to prove absence (AbsenceError), so that
+// no running duplicate of the UUID can hide in one that is down, not
+// read yet, or holding VMs whose identity cannot be read.
 func (p *Provider) Power(ctx context.Context, node *v1.Node) (PowerProof, error) {
 	if !p.ready() {
 		return PowerProof{}, p.notReady()
@@ -71,9 +79,58 @@ func (p *Provider) Power(ctx context.Context, node *v1.Node) (PowerProof, error)
 			vm.Location(), vm.ConnectionState, vm.PowerState)
 		return out, nil
 	}
+	if su := node.Status.NodeInfo.SystemUUID; su != "" && !sameUUID(su, uuid) {
+		out.Unproven = fmt.Sprintf("the kubelet reports machine UUID %s, not the BIOS UUID %s of the providerID: the Node may run on another machine now (a clone or a restore)", su, uuid)
+		return out, nil
+	}
+	if lv := node.Labels[LabelVCenter]; lv != "" && lv != vm.VCenter {
+		out.Unproven = fmt.Sprintf("the Node is labelled with vCenter %q but its VM was found in vCenter %q", lv, vm.VCenter)
+		return out, nil
+	}
+	for _, other := range p.inv.Indexes() {
+		if err := other.AbsenceError(); err != nil {
+			out.Unproven = fmt.Sprintf("a running VM with the same BIOS UUID cannot be ruled out: %v", err)
+			return out, nil
+		}
+	}
 	out.Proven = true
 	return out, nil
 }
+
+// sameUUID reports whether a and b are the same BIOS UUID, in either byte
+// order, any case.
+func sameUUID(a, b string) bool {
+	na, nb := inventory.NormalizeUUID(a), inventory.NormalizeUUID(b)
+	return na != "" && (na == nb || na == inventory.SwapUUID(nb))
+}
+
+// ConfirmPoweredOff asks vm's vCenter directly, right before the taint is
+// added, whether vm is powered off, connected and still has the BIOS UUID
+// of node's providerID: the index's copy may be up to StaleAfter old, or
+// a direct read the collector has not replaced yet. An error says why not.
+func (p *Provider) ConfirmPoweredOff(ctx context.Context, node *v1.Node, vm inventory.VM) error {
+	uuid, err := providerid.UUID(node.Spec.ProviderID)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	live, err := p.inv.ReadPower(ctx, vm)
+	switch {
+	case err != nil:
+		return err
+	case live.PowerState != types.VirtualMachinePowerStatePoweredOff:
+		return fmt.Errorf("VM %s is %s now", vm.Location(), live.PowerState)
+	case live.ConnectionState != types.VirtualMachineConnectionStateConnected:
+		return fmt.Errorf("VM %s has connection state %q now", vm.Location(), live.ConnectionState)
+	case !sameUUID(live.UUID, uuid):
+		return fmt.Errorf("VM %s has BIOS UUID %s now, not %s", vm.Location(), live.UUID, uuid)
+	}
+	return nil
+}
+
+// TrackOutOfService records whether node carries the out-of-service taint
+// the CCM added (the gauge), at every check: a new leader counts the
+// taints its predecessor added.
+func (p *Provider) TrackOutOfService(node string, tainted bool) { p.outOfService.set(node, tainted) }
 
 // ReportOutOfService records that the node-topology controller added
 // (added) or removed the out-of-service taint of node: an event and the
@@ -84,7 +141,6 @@ func (p *Provider) ReportOutOfService(node *v1.Node, added bool, msg string) {
 		reason, typ, change = ReasonOutOfServiceTaintAdded, v1.EventTypeWarning, "added"
 	}
 	p.events.send(node, typ, reason, msg)
-	p.outOfService.set(node.Name, added)
 	if m := p.opts.Metrics; m != nil {
 		m.oosTaints.WithLabelValues(change).Inc()
 	}

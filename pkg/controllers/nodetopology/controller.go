@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
@@ -57,6 +58,11 @@ type Source interface {
 	// be proven.
 	ReportOutOfService(node *v1.Node, added bool, msg string)
 	ReportOutOfServiceUnproven(node *v1.Node, why string)
+	// ConfirmPoweredOff asks vCenter directly, right before the taint,
+	// whether the VM is still powered off with the Node's UUID.
+	ConfirmPoweredOff(ctx context.Context, node *v1.Node, vm inventory.VM) error
+	// TrackOutOfService records whether node carries the CCM's taint.
+	TrackOutOfService(node string, tainted bool)
 }
 
 // The provider is the Source the controller manager gives it.
@@ -119,6 +125,7 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 			}
 			if n, ok := obj.(*v1.Node); ok {
 				c.src.Forget(n.Name)
+				c.oos.put(n.Name, record{})
 			}
 		},
 	})
@@ -232,7 +239,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.src.Forget(name)
-		c.oos.put(name, poweredOff{})
+		c.oos.put(name, record{})
 		return 0, nil
 	}
 	if err != nil {

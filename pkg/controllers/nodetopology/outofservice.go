@@ -10,6 +10,7 @@ import (
 	vimtypes "github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -34,11 +35,17 @@ func outOfServiceTaint(now time.Time) v1.Taint {
 	return v1.Taint{Key: v1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute, TimeAdded: &t}
 }
 
-// poweredOff records since when a VM has been seen powered off, without a
-// break and with its power state proven.
-type poweredOff struct {
-	vm    string // vCenter/moref: a VM recreated under the same UUID starts over
-	since time.Time
+// record is what the policy remembers of a Node between checks: since
+// when its VM has been seen powered off (without a break, with its power
+// state proven), and since when this controller has seen the Node
+// NotReady. Both are on the controller's clock: the Ready condition's
+// transition time comes from another machine's clock (the kubelet's, or
+// the controller manager's), so it may only lengthen the wait. A leader
+// change starts both over.
+type record struct {
+	vm           string // vCenter/moref: a VM recreated under the same UUID starts over
+	offSince     time.Time
+	notReadySeen time.Time
 }
 
 // oosAction is what the policy does to a Node.
@@ -55,64 +62,75 @@ const (
 type oosDecision struct {
 	action oosAction
 	why    string        // for the event (oosAdd, oosRemove, oosUnproven)
-	off    poweredOff    // the record to keep (zero: forget)
+	rec    record        // the record to keep
 	after  time.Duration // look again after this long (0: only on a change)
 }
 
 // decideOutOfService is the policy, without effects: node as the lister
 // has it, the VM's power proof (or the error finding it), the record
-// kept from earlier observations, and the time.
-func decideOutOfService(pol config.OutOfService, now time.Time, node *v1.Node, pw provider.PowerProof, powErr error, off poweredOff) oosDecision {
+// kept from earlier checks, and the time.
+func decideOutOfService(pol config.OutOfService, now time.Time, node *v1.Node, pw provider.PowerProof, powErr error, rec record) oosDecision {
 	ours := node.Annotations[AnnotationOutOfService] != ""
 	tainted := hasOutOfServiceTaint(node)
-	notReadySince, notReady := notReadySince(node)
+	transition, notReady := notReadySince(node)
+	switch {
+	case !notReady:
+		rec.notReadySeen = time.Time{}
+	case rec.notReadySeen.IsZero():
+		rec.notReadySeen = now
+	}
+	// The later of the two: another clock may be ahead of ours.
+	since := rec.notReadySeen
+	if transition.After(since) {
+		since = transition
+	}
+	waitReady := pol.NotReadyFor - now.Sub(since)
 	if powErr != nil || !pw.Proven {
 		// Blind: no change either way, and the powered-off time starts over
 		// once the state is proven again (a flap may have been missed).
+		rec.vm, rec.offSince = "", time.Time{}
 		why := pw.Unproven
 		if powErr != nil {
 			why = powErr.Error()
 		}
-		switch wait := pol.NotReadyFor - now.Sub(notReadySince); {
+		switch {
 		case !notReady || tainted:
-			return oosDecision{}
-		case wait > 0:
-			return oosDecision{after: wait} // then say it is unproven, if it still is
+			return oosDecision{rec: rec}
+		case waitReady > 0:
+			return oosDecision{rec: rec, after: waitReady} // then say it is unproven, if it still is
 		}
-		return oosDecision{action: oosUnproven, why: why}
+		return oosDecision{action: oosUnproven, why: why, rec: rec}
 	}
 	vm := pw.VM
 	switch vm.PowerState {
 	case vimtypes.VirtualMachinePowerStatePoweredOn:
+		rec.vm, rec.offSince = "", time.Time{}
 		if ours {
-			return oosDecision{action: oosRemove, why: fmt.Sprintf("VM %s is powered on again: removed the out-of-service taint", vm.Location())}
+			return oosDecision{action: oosRemove, rec: rec, why: fmt.Sprintf("VM %s is powered on again: removed the out-of-service taint", vm.Location())}
 		}
-		return oosDecision{}
+		return oosDecision{rec: rec}
 	case vimtypes.VirtualMachinePowerStatePoweredOff:
 	default:
 		// Suspended, or a state this version does not know: never proof.
-		return oosDecision{}
+		rec.vm, rec.offSince = "", time.Time{}
+		return oosDecision{rec: rec}
 	}
-	id := vm.VCenter + "/" + vm.Ref.Value
-	if off.vm != id {
-		off = poweredOff{vm: id, since: now}
+	if id := vm.VCenter + "/" + vm.Ref.Value; rec.vm != id {
+		rec.vm, rec.offSince = id, now
 	}
-	if tainted {
-		return oosDecision{off: off}
+	if tainted || !notReady {
+		// Tainted already; or the kubelet still reports Ready: its status
+		// is about to expire, or the machine the Node runs on is not this
+		// VM: wait for NotReady (a change).
+		return oosDecision{rec: rec}
 	}
-	if !notReady {
-		// The kubelet still reports Ready: its status is about to expire,
-		// or the VM came back and went again; wait for NotReady (a change).
-		return oosDecision{off: off}
-	}
-	waitReady := pol.NotReadyFor - now.Sub(notReadySince)
-	waitOff := pol.PoweredOffFor - now.Sub(off.since)
+	waitOff := pol.PoweredOffFor - now.Sub(rec.offSince)
 	if wait := max(waitReady, waitOff); wait > 0 {
-		return oosDecision{off: off, after: wait}
+		return oosDecision{rec: rec, after: wait}
 	}
-	return oosDecision{action: oosAdd, off: off, why: fmt.Sprintf(
+	return oosDecision{action: oosAdd, rec: rec, why: fmt.Sprintf(
 		"VM %s is powered off (seen for %v) and the Node NotReady for %v: added node.kubernetes.io/out-of-service=nodeshutdown:NoExecute so that its Pods are deleted and their volumes detached; it is removed when the VM powers on",
-		vm.Location(), now.Sub(off.since).Truncate(time.Second), now.Sub(notReadySince).Truncate(time.Second))}
+		vm.Location(), now.Sub(rec.offSince).Truncate(time.Second), now.Sub(since).Truncate(time.Second))}
 }
 
 func hasOutOfServiceTaint(node *v1.Node) bool {
@@ -138,29 +156,29 @@ func readyChanged(o, n *v1.Node) bool {
 	return a != b
 }
 
-// outOfService holds the powered-off records of the Nodes, by name.
+// outOfService holds the records of the Nodes, by name.
 type outOfService struct {
-	mu  sync.Mutex
-	off map[string]poweredOff
+	mu   sync.Mutex
+	recs map[string]record
 }
 
-func (o *outOfService) get(node string) poweredOff {
+func (o *outOfService) get(node string) record {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.off[node]
+	return o.recs[node]
 }
 
-func (o *outOfService) put(node string, p poweredOff) {
+func (o *outOfService) put(node string, r record) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.off == nil {
-		o.off = map[string]poweredOff{}
+	if o.recs == nil {
+		o.recs = map[string]record{}
 	}
-	if p == (poweredOff{}) {
-		delete(o.off, node)
+	if r == (record{}) {
+		delete(o.recs, node)
 		return
 	}
-	o.off[node] = p
+	o.recs[node] = r
 }
 
 // syncOutOfService applies the policy to one Node: it returns when to
@@ -169,33 +187,81 @@ func (c *Controller) syncOutOfService(ctx context.Context, node *v1.Node) (time.
 	pw, err := c.src.Power(ctx, node)
 	now := c.opts.Clock.Now()
 	d := decideOutOfService(c.opts.OutOfService, now, node, pw, err, c.oos.get(node.Name))
-	c.oos.put(node.Name, d.off)
+	c.oos.put(node.Name, d.rec)
+	ours := node.Annotations[AnnotationOutOfService] != "" && hasOutOfServiceTaint(node)
+	defer func() { c.src.TrackOutOfService(node.Name, ours) }()
 	switch d.action {
 	case oosUnproven:
 		c.src.ReportOutOfServiceUnproven(node, d.why)
 		// Until the state is proven, changes (inventory, health) bring the
 		// Node back; the resync bounds it.
 		return 0, nil
-	case oosAdd, oosRemove:
-		n := node.DeepCopy()
-		if d.action == oosAdd {
-			n.Spec.Taints = append(n.Spec.Taints, outOfServiceTaint(now))
+	case oosAdd:
+		// The index's copy may be up to StaleAfter old: ask vCenter now.
+		if err := c.src.ConfirmPoweredOff(ctx, node, pw.VM); err != nil {
+			c.oos.put(node.Name, record{notReadySeen: d.rec.notReadySeen})
+			c.src.ReportOutOfServiceUnproven(node, "the live check before the taint disagrees: "+err.Error())
+			return 0, nil
+		}
+		if err := c.updateNode(ctx, node.Name, func(n *v1.Node) bool {
+			if hasOutOfServiceTaint(n) {
+				return false // tainted meanwhile (an operator)
+			}
+			t := outOfServiceTaint(now)
+			n.Spec.Taints = append(n.Spec.Taints, t)
 			if n.Annotations == nil {
 				n.Annotations = map[string]string{}
 			}
-			n.Annotations[AnnotationOutOfService] = "VM " + pw.VM.Location() + " powered off"
-		} else {
-			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == v1.TaintNodeOutOfService })
+			n.Annotations[AnnotationOutOfService] = t.TimeAdded.UTC().Format(time.RFC3339)
+			return true
+		}); err != nil {
+			return 0, err
+		}
+		ours = true
+	case oosRemove:
+		if err := c.updateNode(ctx, node.Name, func(n *v1.Node) bool {
+			added, ok := n.Annotations[AnnotationOutOfService]
+			if !ok {
+				return false
+			}
+			// Only the taint this controller added: the one whose time is
+			// in the annotation. An operator's is left alone.
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool {
+				return t.Key == v1.TaintNodeOutOfService && t.TimeAdded != nil && t.TimeAdded.UTC().Format(time.RFC3339) == added
+			})
 			delete(n.Annotations, AnnotationOutOfService)
+			return true
+		}); err != nil {
+			return 0, err
 		}
-		// An update, not a patch: taints are a list without merge keys,
-		// and the resource version makes a concurrent change a conflict
-		// (retried) instead of a lost write.
-		if _, err := c.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: Name}); err != nil {
-			return 0, fmt.Errorf("node %s: out-of-service taint: %w", node.Name, err)
-		}
-		klog.FromContext(ctx).Info("Out-of-service taint changed", "node", node.Name, "added", d.action == oosAdd, "why", d.why)
-		c.src.ReportOutOfService(n, d.action == oosAdd, d.why)
+		ours = false
+	default:
+		return d.after, nil
 	}
+	klog.FromContext(ctx).Info("Out-of-service taint changed", "node", node.Name, "added", d.action == oosAdd, "why", d.why)
+	c.src.ReportOutOfService(node, d.action == oosAdd, d.why)
 	return d.after, nil
+}
+
+// updateNode applies change to the Node as the API server has it now and
+// updates it, again on a conflict (a relabel or the framework changed it
+// meanwhile). An update, not a patch: taints are a list without merge
+// keys, and the resource version makes a concurrent change a conflict
+// instead of a lost write. change returns false for nothing to do.
+func (c *Controller) updateNode(ctx context.Context, name string, change func(*v1.Node) bool) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !change(n) {
+			return nil
+		}
+		_, err = c.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: Name})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: out-of-service taint: %w", name, err)
+	}
+	return nil
 }

@@ -39,6 +39,7 @@ type fakeSource struct {
 	reports   chan report
 	forgot    chan string
 	power     map[string]provider.PowerProof
+	liveOn    map[string]bool // ConfirmPoweredOff finds these powered on
 	oos       chan oosReport
 }
 
@@ -57,7 +58,7 @@ type report struct {
 func newFakeSource() *fakeSource {
 	return &fakeSource{obs: map[string]provider.Observation{}, err: map[string]error{},
 		reports: make(chan report, 100), forgot: make(chan string, 10),
-		power: map[string]provider.PowerProof{}, oos: make(chan oosReport, 100)}
+		power: map[string]provider.PowerProof{}, liveOn: map[string]bool{}, oos: make(chan oosReport, 100)}
 }
 
 func (f *fakeSource) Changed() <-chan struct{} { return f.changed.C() }
@@ -108,6 +109,17 @@ func (f *fakeSource) ReportOutOfServiceUnproven(n *v1.Node, _ string) {
 	default: // the resync repeats it; tests read only the first
 	}
 }
+
+func (f *fakeSource) ConfirmPoweredOff(_ context.Context, n *v1.Node, _ inventory.VM) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if pw := f.power[n.Name]; pw.VM.PowerState != vimtypes.VirtualMachinePowerStatePoweredOff || f.liveOn[n.Name] {
+		return errors.New("not powered off now")
+	}
+	return nil
+}
+
+func (f *fakeSource) TrackOutOfService(string, bool) {}
 
 func (f *fakeSource) setPower(node string, pw provider.PowerProof) {
 	f.mu.Lock()
@@ -362,5 +374,68 @@ func TestOutOfService(t *testing.T) {
 		if r == (oosReport{node: "off"}) {
 			break
 		}
+	}
+}
+
+// TestOutOfServiceSafety: the live check before the taint overrules the
+// index (a VM powered on since: no taint, reported unproven), and removing
+// the CCM's taint leaves an operator's out-of-service taint in place.
+func TestOutOfServiceSafety(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	notReady := func(name string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + name},
+			Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionUnknown, LastTransitionTime: metav1.NewTime(start)}}}}
+	}
+	stale := notReady("stale")
+	operator := notReady("operator")
+	ours, theirs := metav1.NewTime(start.Add(-time.Hour)), metav1.NewTime(start.Add(-time.Minute))
+	operator.Annotations = map[string]string{nodetopology.AnnotationOutOfService: ours.UTC().Format(time.RFC3339)}
+	operator.Spec.Taints = []v1.Taint{{Key: v1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute, TimeAdded: &theirs}}
+	kube := fake.NewClientset(stale, operator)
+	src := newFakeSource()
+	vm := func(ref string, st vimtypes.VirtualMachinePowerState) provider.PowerProof {
+		return provider.PowerProof{Proven: true, VM: inventory.VM{VCenter: "vc-a", Name: ref,
+			Ref: vimtypes.ManagedObjectReference{Type: "VirtualMachine", Value: ref}, PowerState: st}}
+	}
+	src.setPower("stale", vm("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff))
+	src.liveOn["stale"] = true
+	src.setPower("operator", vm("vm-2", vimtypes.VirtualMachinePowerStatePoweredOn))
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, nodetopology.Options{Resync: time.Hour, Clock: clk,
+		OutOfService: config.OutOfService{Enabled: true, NotReadyFor: time.Minute, PoweredOffFor: 30 * time.Second}})
+	must.OK(t, err)
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, 2); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
+
+	get := func(name string) *v1.Node {
+		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		must.OK(t, err)
+		return n
+	}
+	poll.True(t, "the annotation of the CCM's (gone) taint removed", func() bool {
+		_, ok := get("operator").Annotations[nodetopology.AnnotationOutOfService]
+		return !ok
+	})
+	if n := get("operator"); len(n.Spec.Taints) != 1 || !n.Spec.Taints[0].TimeAdded.Equal(&theirs) {
+		t.Errorf("the operator's taint was touched: %+v", n.Spec.Taints)
+	}
+	// stale: the index says off, vCenter says on: the clock passes both
+	// grace periods, the live check refuses, and it is reported.
+	poll.True(t, "the live check's refusal reported", func() bool {
+		clk.Step(5 * time.Second)
+		select {
+		case r := <-src.oos:
+			return r == oosReport{node: "stale", unproven: true}
+		default:
+			return false
+		}
+	})
+	if n := get("stale"); len(n.Spec.Taints) != 0 {
+		t.Errorf("tainted although vCenter said the VM is on: %+v", n.Spec.Taints)
 	}
 }
