@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -176,8 +178,12 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 		if p.Region != nil {
 			parts = append(parts, "region from "+p.Region.From)
 		}
-		for k, v := range p.Labels {
+		for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
+			v := p.Labels[k]
 			parts = append(parts, fmt.Sprintf("%s=%s from %s", k, v.Value, v.From))
+		}
+		if it := p.InstanceType; it.Value != "" {
+			parts = append(parts, fmt.Sprintf("instance type %s from %s", it.Value, it.From))
 		}
 		if len(parts) == 0 {
 			parts = append(parts, "no zone or region")

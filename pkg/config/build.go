@@ -345,7 +345,10 @@ func (b *builder) buildLabels(raw *rawLabels) Labels {
 		return Labels{OnDrift: DriftKeep}
 	}
 	l := Labels{Zone: deref(raw.Zone), Region: deref(raw.Region), CSICompatible: deref(raw.CSICompatible),
-		OnDrift: DriftPolicy(orDefault(raw.OnDrift, string(DriftKeep)))}
+		OnDrift: DriftPolicy(orDefault(raw.OnDrift, string(DriftKeep))), InstanceType: deref(raw.InstanceType)}
+	if raw.InstanceType != nil && strings.TrimSpace(*raw.InstanceType) == "" {
+		b.errorf("labels.instanceType", "instance type category name is empty; name a tag category or remove the key")
+	}
 	if raw.Zone != nil && strings.TrimSpace(*raw.Zone) == "" {
 		b.errorf("labels.zone", "zone category name is empty; name a tag category or remove the key")
 	}
@@ -362,6 +365,11 @@ func (b *builder) buildLabels(raw *rawLabels) Labels {
 		for _, reserved := range []string{"topology.kubernetes.io/zone", "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"} {
 			if al.Label == reserved {
 				b.errorf(ap+".label", "label %q is set from labels.zone/labels.region; choose another key", al.Label)
+			}
+		}
+		for _, reserved := range []string{"node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type"} {
+			if al.Label == reserved {
+				b.errorf(ap+".label", "label %q is the instance type; name its category in labels.instanceType instead", al.Label)
 			}
 		}
 		if prev, dup := seen[al.Label]; dup && al.Label != "" {

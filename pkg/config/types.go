@@ -204,6 +204,10 @@ type Labels struct {
 	Region string `json:"region,omitempty"`
 	// Additional maps further tag categories to node label keys.
 	Additional []AdditionalLabel `json:"additional,omitempty" validate:"dive"`
+	// InstanceType is the tag category whose tag gives a Node's instance
+	// type (node.kubernetes.io/instance-type), nearest the VM first. Empty,
+	// or no such tag: the generated vsphere-vm.cpu-N.mem-Mgb.os-X.
+	InstanceType string `json:"instanceType,omitempty"`
 	// CSICompatible resolves zone and region exactly as vSphere CSI does:
 	// tags on the host chain only (host, cluster, host folders, datacenter
 	// and its folders), never the VM or its folders; staticTopology and

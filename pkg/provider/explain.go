@@ -24,6 +24,9 @@ type Placement struct {
 	Zone       *topology.Value           `json:"zone,omitempty"`
 	Region     *topology.Value           `json:"region,omitempty"`
 	Labels     map[string]topology.Value `json:"labels,omitempty"`
+	// InstanceType is the instance type and where it came from: a tag of
+	// labels.instanceType, or generated from the VM's size and guest.
+	InstanceType topology.Value `json:"instanceType"`
 	// Site is the intended and actual zone when host groups apply.
 	Site *topology.Placement `json:"site,omitempty"`
 	// Warning is the site's warning, if any.
@@ -111,7 +114,8 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 		}
 	}
 	for _, vm := range vms {
-		pl := Placement{VM: vm.Name, UUID: vm.UUID, VCenter: vm.VCenter, Datacenter: vm.Datacenter, PowerState: string(vm.PowerState)}
+		pl := Placement{VM: vm.Name, UUID: vm.UUID, VCenter: vm.VCenter, Datacenter: vm.Datacenter, PowerState: string(vm.PowerState),
+			InstanceType: topology.Value{Value: InstanceType(vm), From: "generated from the VM's CPUs, memory and guest OS"}}
 		if ix := p.inv.Index(vm.VCenter); ix != nil {
 			for _, o := range ix.Ancestors(vm.Host) {
 				switch o.Ref.Type {
@@ -126,6 +130,9 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 		}
 		res, err := p.topo.Resolve(ctx, vm)
 		pl.Zone, pl.Region, pl.Labels, pl.Site = res.Zone, res.Region, res.Labels, res.Placement
+		if res.InstanceType != nil {
+			pl.InstanceType = *res.InstanceType
+		}
 		if _, w := res.Placement.Warning(); w != "" {
 			pl.Warning = w
 			note(&ex.Misplaced, fmt.Sprintf("VM %s: %s", vm.Location(), w))

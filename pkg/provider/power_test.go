@@ -1,8 +1,10 @@
 package provider_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
@@ -116,5 +118,42 @@ func TestPower(t *testing.T) {
 		t.Errorf("a VM found for an unknown UUID: %+v", pw)
 	} else if !strings.Contains(err.Error(), "providerID") {
 		t.Errorf("error does not name the providerID: %v", err)
+	}
+}
+
+// TestInstanceTypeFromTag: labels.instanceType gives the Node's instance
+// type from a vSphere tag; a VM without one gets the generated type, and
+// explain says where each came from.
+func TestInstanceTypeFromTag(t *testing.T) {
+	// Tags attached after the start are seen at the next refresh (10 s).
+	e := stretchedWith(t, "global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n  tagRefreshInterval: 10s\n",
+		"labels:\n  zone: k8s-zone\n  region: k8s-region\n  instanceType: k8s-instance-type\n", nil, provider.Options{})
+	b := e.fleet.VCenter("vc-b")
+	tagged, plain := b.VMs[0], b.VMs[1]
+	must.OK(t, b.Tag(e.ctx, "k8s-instance-type", "db-large", tagged.Ref))
+	poll.NoError(t, "the tag seen", time.Minute, func() error {
+		md, err := e.p.InstanceMetadata(e.ctx, node(tagged))
+		if err == nil && md.InstanceType != "db-large" {
+			err = fmt.Errorf("instance type %q", md.InstanceType)
+		}
+		return err
+	})
+	md, err := e.p.InstanceMetadata(e.ctx, node(plain))
+	must.OK(t, err)
+	if !strings.HasPrefix(md.InstanceType, "vsphere-vm.cpu-") {
+		t.Errorf("untagged VM: instance type %q, want the generated one", md.InstanceType)
+	}
+	ex := e.p.Explain(e.ctx, provider.ExplainOptions{})
+	for _, pl := range ex.Placements {
+		switch pl.VM {
+		case tagged.Name:
+			if pl.InstanceType.Value != "db-large" || !strings.Contains(pl.InstanceType.From, "tag k8s-instance-type:db-large on VM") {
+				t.Errorf("explain, tagged: %+v", pl.InstanceType)
+			}
+		case plain.Name:
+			if !strings.HasPrefix(pl.InstanceType.Value, "vsphere-vm.") || !strings.Contains(pl.InstanceType.From, "generated") {
+				t.Errorf("explain, untagged: %+v", pl.InstanceType)
+			}
+		}
 	}
 }

@@ -486,6 +486,9 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 		NodeAddresses:    addrs,
 		AdditionalLabels: map[string]string{},
 	}
+	if topo.InstanceType != nil {
+		md.InstanceType = topo.InstanceType.Value
+	}
 	if topo.Zone != nil {
 		md.Zone = topo.Zone.Value
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,8 @@ type Result struct {
 	Zone   *Value           `json:"zone,omitempty"`
 	Region *Value           `json:"region,omitempty"`
 	Labels map[string]Value `json:"labels,omitempty"`
+	// InstanceType is the tag of labels.instanceType nearest the VM, if any.
+	InstanceType *Value `json:"instanceType,omitempty"`
 	// Placement is set when a hostGroupZones entry applies to the VM's
 	// cluster: its intended and actual zone.
 	Placement *Placement `json:"placement,omitempty"`
@@ -90,6 +93,9 @@ func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client,
 	}
 	for _, a := range cfg.Labels.Additional {
 		cats = append(cats, a.Category)
+	}
+	if cfg.Labels.InstanceType != "" {
+		cats = append(cats, cfg.Labels.InstanceType)
 	}
 	r := &Resolver{cfg: cfg, inv: inv, caches: map[string]*Cache{}, opts: opts}
 	for _, c := range clients {
@@ -184,6 +190,9 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 		return Result{}, fmt.Errorf("VM %s: its host %s is not in the inventory of vCenter %q yet; retried when it is", vm.Location(), vm.Host.Value, vm.VCenter)
 	}
 	chain, hostLen := Chain(ix, vm)
+	// The instance type is the VM's own: its chain starts at the VM and
+	// its folders, then its host's (not cut short for CSI).
+	vmFirst := append(slices.Clone(chain[hostLen:]), chain[:hostLen]...)
 	if r.cfg.Labels.CSICompatible {
 		chain = chain[:hostLen]
 	}
@@ -204,18 +213,18 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	}
 
 	needTags := (r.cfg.Labels.Zone != "" && staticZone == nil) || (r.cfg.Labels.Region != "" && staticRegion == nil) ||
-		len(r.cfg.Labels.Additional) > 0
+		len(r.cfg.Labels.Additional) > 0 || r.cfg.Labels.InstanceType != ""
 	if needTags {
 		if err := cache.Ensure(ctx); err != nil {
 			return Result{}, fmt.Errorf("VM %s: read tags: %w", vm.Location(), err)
 		}
 	}
-	res, err := r.resolve(vm, cache, chain, hostLen, staticZone, staticRegion)
+	res, err := r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion)
 	var me *MissingTagError
 	if errors.As(err, &me) && !me.NoCategory {
 		// A tag may have been attached since the last refresh.
 		if again, rerr := cache.RefreshIfOlder(ctx, r.opts.MissRefreshAfter); again && rerr == nil {
-			res, err = r.resolve(vm, cache, chain, hostLen, staticZone, staticRegion)
+			res, err = r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion)
 		}
 	}
 	if groups != nil {
@@ -229,8 +238,9 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	return res, err
 }
 
-// resolve resolves vm from the cache as it is.
-func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Object, hostLen int, staticZone, staticRegion *Value) (Result, error) {
+// resolve resolves vm from the cache as it is; vmFirst is the chain the
+// instance type is searched on.
+func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Object, hostLen int, vmFirst []inventory.Object, staticZone, staticRegion *Value) (Result, error) {
 	var res Result
 	var errs []error
 	resolve := func(static *Value, category, label string) *Value {
@@ -260,6 +270,15 @@ func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Obje
 			}
 			res.Labels[a.Label] = *v
 		}
+	}
+	if c := r.cfg.Labels.InstanceType; c != "" {
+		// Every object of vmFirst counts as the VM's for the CSI notice
+		// (which is about zone and region only).
+		v, err := r.walk(cache, vm, vmFirst, 0, c, "labels.instanceType", false)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		res.InstanceType = v
 	}
 	if len(errs) > 0 {
 		return res, joinErrors(errs)

@@ -269,3 +269,50 @@ func TestRefreshIfOlderByClock(t *testing.T) {
 		t.Errorf("refreshed at %v, before %v: the refresh time is not the clock's", after, before)
 	}
 }
+
+// TestInstanceTypeFromTag: with labels.instanceType the instance type is
+// the tag of that category nearest the VM: on the VM before its cluster
+// (the opposite of zones); none anywhere leaves it unset (the provider
+// generates one); two tags on one object are a conflict, an invalid label
+// value an error.
+func TestInstanceTypeFromTag(t *testing.T) {
+	f, ctx := startFleet(t)
+	tagStretched(t, ctx, f)
+	a, b := f.VCenter("vc-a"), f.VCenter("vc-b")
+	const cat = "k8s-instance-type"
+	onVM, onCluster, conflict := a.VMs[0], a.VMs[1], b.VMs[0]
+	// vc-a's first cluster: a default for its VMs; one VM its own.
+	must.OK(t, a.Tag(ctx, cat, "cluster-default", onVM.ClusterRef))
+	must.OK(t, a.Tag(ctx, cat, "gpu-large", onVM.Ref))
+	must.OK(t, b.Tag(ctx, cat, "small", conflict.Ref))
+	must.OK(t, b.Tag(ctx, cat, "large", conflict.Ref))
+	s := start(t, ctx, f, zoneAndRegion+"  instanceType: "+cat+"\n", nil)
+
+	got, err := s.resolve(t, ctx, onVM)
+	must.OK(t, err)
+	if got.InstanceType == nil || got.InstanceType.Value != "gpu-large" || !strings.Contains(got.InstanceType.From, "VM "+onVM.Name) {
+		t.Errorf("tag on the VM: %+v", got.InstanceType)
+	}
+	want := ""
+	if onCluster.ClusterRef == onVM.ClusterRef {
+		want = "cluster-default"
+	}
+	got, err = s.resolve(t, ctx, onCluster)
+	must.OK(t, err)
+	switch {
+	case want == "" && got.InstanceType != nil:
+		t.Errorf("no tag on the VM's chain: %+v, want none", got.InstanceType)
+	case want != "" && (got.InstanceType == nil || got.InstanceType.Value != want):
+		t.Errorf("tag on the cluster: %+v, want %s", got.InstanceType, want)
+	}
+	got, err = s.resolve(t, ctx, f.VCenter("vc-c").VMs[0])
+	must.OK(t, err)
+	if got.InstanceType != nil || got.Zone == nil {
+		t.Errorf("vc-c, no instance type tag: %+v (zone %+v)", got.InstanceType, got.Zone)
+	}
+	_, err = s.resolve(t, ctx, conflict)
+	var ce *topology.ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), cat) {
+		t.Errorf("two instance type tags on one VM: %v, want a ConflictError", err)
+	}
+}
