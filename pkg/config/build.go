@@ -346,6 +346,9 @@ func (b *builder) buildLabels(raw *rawLabels) Labels {
 	}
 	l := Labels{Zone: deref(raw.Zone), Region: deref(raw.Region), CSICompatible: deref(raw.CSICompatible),
 		OnDrift: DriftPolicy(orDefault(raw.OnDrift, string(DriftKeep))), InstanceType: deref(raw.InstanceType)}
+	for _, p := range deref(raw.Placement) {
+		l.Placement = append(l.Placement, PlacementLabel(p))
+	}
 	if raw.InstanceType != nil && strings.TrimSpace(*raw.InstanceType) == "" {
 		b.errorf("labels.instanceType", "instance type category name is empty; name a tag category or remove the key")
 	}

@@ -91,6 +91,8 @@ type rawLabels struct {
 	CSICompatible *bool `yaml:"csiCompatible" ini:"csi-compatible"`
 	// Extension: keep or relabel on drift.
 	OnDrift *string `yaml:"onDrift" ini:"on-drift"`
+	// Extension: placement labels kept current.
+	Placement *[]string `yaml:"placement" ini:"-"`
 	// Extension: the tag category of the instance type.
 	InstanceType *string `yaml:"instanceType" ini:"instance-type"`
 }

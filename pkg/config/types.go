@@ -204,6 +204,10 @@ type Labels struct {
 	Region string `json:"region,omitempty"`
 	// Additional maps further tag categories to node label keys.
 	Additional []AdditionalLabel `json:"additional,omitempty" validate:"dive"`
+	// Placement lists the placement labels set on Nodes and kept current
+	// (host, cluster, hostGroup, datacenter, vcenter); empty: none beyond
+	// the vCenter and datacenter labels set at initialization.
+	Placement []PlacementLabel `json:"placement,omitempty" validate:"unique,dive,oneof=host cluster hostGroup datacenter vcenter"`
 	// InstanceType is the tag category whose tag gives a Node's instance
 	// type (node.kubernetes.io/instance-type), nearest the VM first. Empty,
 	// or no such tag: the generated vsphere-vm.cpu-N.mem-Mgb.os-X.
@@ -220,6 +224,18 @@ type Labels struct {
 	// no longer match the Node).
 	OnDrift DriftPolicy `json:"onDrift,omitempty" validate:"omitempty,oneof=keep relabel"`
 }
+
+// PlacementLabel is one of the placement labels (labels.placement).
+type PlacementLabel string
+
+// The placement labels.
+const (
+	PlacementHost       PlacementLabel = "host"
+	PlacementCluster    PlacementLabel = "cluster"
+	PlacementHostGroup  PlacementLabel = "hostGroup"
+	PlacementDatacenter PlacementLabel = "datacenter"
+	PlacementVCenter    PlacementLabel = "vcenter"
+)
 
 // AdditionalLabel copies the tag of Category (on the nearest ancestor) to the node label Label.
 type AdditionalLabel struct {

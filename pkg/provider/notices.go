@@ -24,6 +24,10 @@ type Observation struct {
 	Drift []Drift
 	// Relabel: labels.onDrift is relabel, so Drift is to be patched.
 	Relabel bool
+	// Placement lists the placement labels (labels.placement) of an
+	// initialized Node that no longer match its VM: always to be patched
+	// (Now "" removes the label).
+	PlacementLabels []Drift
 }
 
 // Observe finds node's VM and compares its topology with the Node's
@@ -38,7 +42,9 @@ func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, err
 		return Observation{}, err
 	}
 	return Observation{VM: vm, Topology: res, Drift: p.nodeDriftOf(node, vm, res),
-		Relabel: p.cfg.Labels.OnDrift == config.DriftRelabel}, nil
+		Relabel: p.cfg.Labels.OnDrift == config.DriftRelabel,
+		PlacementLabels: placementDriftOf(nodeLabels{name: node.Name, labels: node.Labels, uninitialized: hasUninitializedTaint(node)},
+			vm.VCenter, placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm))}, nil
 }
 
 // Report records an Observation of node: events (each repeat suppressed

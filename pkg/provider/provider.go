@@ -166,7 +166,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	}
 	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails,
 		GuestHostnames: slices.Contains(p.cfg.Nodes.LookupOrder, config.LookupGuestHostname),
-		ClusterGroups:  len(p.cfg.HostGroupZones) > 0, SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second)})
+		ClusterGroups:  len(p.cfg.HostGroupZones) > 0 || slices.Contains(p.cfg.Labels.Placement, config.PlacementHostGroup), SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second)})
 	p.inv.Start(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc, topology.ResolverOptions{})
 	p.topo.Start(ctx)
@@ -500,6 +500,11 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 	}
 	for k, v := range map[string]string{LabelVCenter: vm.VCenter, LabelDatacenter: vm.Datacenter} {
 		if len(validation.IsValidLabelValue(v)) == 0 {
+			md.AdditionalLabels[k] = v
+		}
+	}
+	for k, v := range placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm) {
+		if v != "" {
 			md.AdditionalLabels[k] = v
 		}
 	}

@@ -266,6 +266,12 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 		klog.FromContext(ctx).V(4).Info("Node not observed", "node", node.Name, "err", err)
 		return nil
 	}
+	if len(obs.PlacementLabels) > 0 {
+		if err := PatchPlacement(ctx, c.kube, obs.PlacementLabels); err != nil {
+			return fmt.Errorf("placement labels: %w", err)
+		}
+		klog.FromContext(ctx).V(2).Info("Placement labels updated", "node", node.Name, "labels", obs.PlacementLabels)
+	}
 	relabelled := false
 	if obs.Relabel && len(obs.Drift) > 0 {
 		if err := c.opts.Relabel(ctx, c.kube, obs.Drift); err != nil {

@@ -32,3 +32,25 @@ func Relabel(ctx context.Context, kube kubernetes.Interface, list []provider.Dri
 	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Name})
 	return err
 }
+
+// PatchPlacement sets a Node's placement labels (labels.placement) to its
+// VM's placement now; a Drift whose Now is empty removes its label.
+func PatchPlacement(ctx context.Context, kube kubernetes.Interface, list []provider.Drift) error {
+	if len(list) == 0 {
+		return nil
+	}
+	labels := map[string]any{}
+	for _, d := range list {
+		if d.Now == "" {
+			labels[d.Label] = nil
+		} else {
+			labels[d.Label] = d.Now
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return err
+	}
+	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Name})
+	return err
+}

@@ -439,3 +439,21 @@ func TestOutOfServiceSafety(t *testing.T) {
 		t.Errorf("tainted although vCenter said the VM is on: %+v", n.Spec.Taints)
 	}
 }
+
+// TestPlacementPatched: placement labels that no longer match the VM are
+// patched, whatever labels.onDrift says; an empty value removes the label.
+func TestPlacementPatched(t *testing.T) {
+	src := newFakeSource()
+	src.set("n1", provider.Observation{PlacementLabels: []provider.Drift{
+		{Node: "n1", Label: provider.LabelHost, Labelled: "esx-1", Now: "esx-2"},
+		{Node: "n1", Label: provider.LabelHostGroup, Labelled: "site-a", Now: ""}}}, nil)
+	kube, _ := start(t, src, nil, "n1")
+	_, err := kube.CoreV1().Nodes().Patch(context.Background(), "n1", "application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"vsphere.vsphere-ccm.io/host":"esx-1","vsphere.vsphere-ccm.io/host-group":"site-a"}}}`), metav1.PatchOptions{})
+	must.OK(t, err)
+	poll.True(t, "the placement labels patched", func() bool {
+		n, err := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		_, group := n.Labels[provider.LabelHostGroup]
+		return err == nil && n.Labels[provider.LabelHost] == "esx-2" && !group
+	})
+}

@@ -1,0 +1,115 @@
+package provider
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+)
+
+// The placement labels (labels.placement): where a Node's VM runs, set at
+// initialization and kept current by the node-topology controller.
+const (
+	LabelHost      = "vsphere.vsphere-ccm.io/host"
+	LabelCluster   = "vsphere.vsphere-ccm.io/cluster"
+	LabelHostGroup = "vsphere.vsphere-ccm.io/host-group"
+)
+
+// placementKeys maps each placement label to its Node label key.
+var placementKeys = map[config.PlacementLabel]string{
+	config.PlacementHost: LabelHost, config.PlacementCluster: LabelCluster, config.PlacementHostGroup: LabelHostGroup,
+	config.PlacementDatacenter: LabelDatacenter, config.PlacementVCenter: LabelVCenter,
+}
+
+// placementOf returns the configured placement labels of vm, sanitized
+// (LabelValue); a label whose value is unknown or empty (a VM in no host
+// group) maps to "", meaning the label is absent.
+func placementOf(want []config.PlacementLabel, ix *inventory.Index, vm inventory.VM) map[string]string {
+	if len(want) == 0 {
+		return nil
+	}
+	var host, cluster string
+	var groups []string
+	if ix != nil {
+		for _, o := range ix.Ancestors(vm.Host) {
+			switch o.Ref.Type {
+			case "HostSystem":
+				host = o.Name
+			case "ClusterComputeResource", "ComputeResource":
+				if cluster == "" {
+					cluster = o.Name
+					if o.Groups != nil {
+						groups = o.Groups.HostGroupsOf(vm.Host)
+					}
+				}
+			}
+		}
+	}
+	raw := map[config.PlacementLabel]string{config.PlacementHost: host, config.PlacementCluster: cluster,
+		config.PlacementHostGroup: strings.Join(groups, "_"), config.PlacementDatacenter: vm.Datacenter, config.PlacementVCenter: vm.VCenter}
+	out := make(map[string]string, len(want))
+	for _, p := range want {
+		out[placementKeys[p]] = LabelValue(raw[p])
+	}
+	return out
+}
+
+// LabelValue makes s a valid label value, deterministically: characters
+// other than letters, digits, '-', '_' and '.' become '-', leading and
+// trailing non-alphanumerics are dropped, and a value longer than 63
+// characters keeps its first 54 and ends with '-' and 8 hex digits of the
+// SHA-256 of s, so that two long names stay apart. A valid value is
+// returned as it is.
+func LabelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			b[i] = '-'
+		}
+	}
+	out := strings.TrimFunc(string(b), func(r rune) bool { return !isAlnum(byte(r)) })
+	if len(out) > validation.LabelValueMaxLength {
+		sum := sha256.Sum256([]byte(s))
+		out = strings.TrimRightFunc(out[:54], func(r rune) bool { return !isAlnum(byte(r)) }) + "-" + hex.EncodeToString(sum[:4])
+	}
+	return out
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// placementDriftOf lists the configured placement labels of an
+// initialized Node that differ from its VM's placement now ("" in Now:
+// remove the label), sorted by label.
+func placementDriftOf(node nodeLabels, vcenter string, want map[string]string) []Drift {
+	if node.uninitialized {
+		return nil
+	}
+	var out []Drift
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		now := want[k]
+		old, ok := node.labels[k]
+		if (now == "" && !ok) || (ok && old == now) {
+			continue
+		}
+		out = append(out, Drift{Node: node.name, VCenter: vcenter, Label: k, Labelled: old, Now: now, From: "the VM's placement"})
+	}
+	return out
+}
+
+// nodeLabels is what placementDriftOf reads of a Node.
+type nodeLabels struct {
+	name          string
+	labels        map[string]string
+	uninitialized bool
+}
