@@ -222,7 +222,9 @@ type Labels struct {
 	// keep (default: a Warning event and a gauge, labels unchanged) or
 	// relabel (the labels follow the VM; volumes bound to the old zone
 	// no longer match the Node).
-	OnDrift DriftPolicy `json:"onDrift,omitempty" validate:"omitempty,oneof=keep relabel"`
+	// Or taint: the labels are kept and the Node gets a NoSchedule taint
+	// (vsphere.vsphere-ccm.io/zone-moved) until an operator acts.
+	OnDrift DriftPolicy `json:"onDrift,omitempty" validate:"omitempty,oneof=keep relabel taint"`
 }
 
 // PlacementLabel is one of the placement labels (labels.placement).
@@ -250,6 +252,9 @@ type DriftPolicy string
 const (
 	DriftKeep    DriftPolicy = "keep"
 	DriftRelabel DriftPolicy = "relabel"
+	// DriftTaint keeps the labels and taints the Node NoSchedule until an
+	// operator removes the taint (or the VM moves back).
+	DriftTaint DriftPolicy = "taint"
 )
 
 // LookupMethod is one way of matching a Node without a providerID to a VM.

@@ -24,6 +24,9 @@ type Observation struct {
 	Drift []Drift
 	// Relabel: labels.onDrift is relabel, so Drift is to be patched.
 	Relabel bool
+	// Taint: labels.onDrift is taint, so a Node with Drift is tainted
+	// NoSchedule until an operator acts.
+	Taint bool
 	// Placement lists the placement labels (labels.placement) of an
 	// initialized Node that no longer match its VM: always to be patched
 	// (Now "" removes the label).
@@ -42,7 +45,7 @@ func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, err
 		return Observation{}, err
 	}
 	return Observation{VM: vm, Topology: res, Drift: p.nodeDriftOf(node, vm, res),
-		Relabel: p.cfg.Labels.OnDrift == config.DriftRelabel,
+		Relabel: p.cfg.Labels.OnDrift == config.DriftRelabel, Taint: p.cfg.Labels.OnDrift == config.DriftTaint,
 		PlacementLabels: placementDriftOf(nodeLabels{name: node.Name, labels: node.Labels, uninitialized: hasUninitializedTaint(node)},
 			vm.VCenter, placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm))}, nil
 }

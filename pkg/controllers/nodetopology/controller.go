@@ -272,6 +272,12 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 		}
 		klog.FromContext(ctx).V(2).Info("Placement labels updated", "node", node.Name, "labels", obs.PlacementLabels)
 	}
+	if obs.Taint {
+		if err := c.syncZoneMove(ctx, node, obs.Drift); err != nil {
+			c.src.Report(node, obs, false)
+			return err
+		}
+	}
 	relabelled := false
 	if obs.Relabel && len(obs.Drift) > 0 {
 		if err := c.opts.Relabel(ctx, c.kube, obs.Drift); err != nil {

@@ -243,7 +243,8 @@ func (c *Controller) syncOutOfService(ctx context.Context, node *v1.Node) (time.
 	return d.after, nil
 }
 
-// updateNode applies change to the Node as the API server has it now and
+// updateNode (the out-of-service and zone-move taints) applies change to
+// the Node as the API server has it now and
 // updates it, again on a conflict (a relabel or the framework changed it
 // meanwhile). An update, not a patch: taints are a list without merge
 // keys, and the resource version makes a concurrent change a conflict
@@ -261,7 +262,7 @@ func (c *Controller) updateNode(ctx context.Context, name string, change func(*v
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("node %s: out-of-service taint: %w", name, err)
+		return fmt.Errorf("node %s: update: %w", name, err)
 	}
 	return nil
 }

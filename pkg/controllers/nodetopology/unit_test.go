@@ -457,3 +457,48 @@ func TestPlacementPatched(t *testing.T) {
 		return err == nil && n.Labels[provider.LabelHost] == "esx-2" && !group
 	})
 }
+
+// TestZoneMoveTaint: with labels.onDrift: taint a drifted Node is tainted
+// NoSchedule; once an operator removes the taint it is not added again for
+// the same move; when the drift is gone the record goes too.
+func TestZoneMoveTaint(t *testing.T) {
+	src := newFakeSource()
+	src.set("n1", provider.Observation{Drift: drift("n1"), Taint: true}, nil)
+	kube, _ := start(t, src, nil, "n1")
+	get := func() *v1.Node {
+		n, err := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		must.OK(t, err)
+		return n
+	}
+	tainted := func(n *v1.Node) bool {
+		return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
+			return t.Key == nodetopology.TaintZoneMoved && t.Effect == v1.TaintEffectNoSchedule
+		})
+	}
+	poll.True(t, "the zone-move taint", func() bool { return tainted(get()) })
+	for len(src.reports) > 0 {
+		<-src.reports
+	}
+	// The operator accepts the move: removes the taint.
+	n := get()
+	n.Spec.Taints = nil
+	_, err := kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+	must.OK(t, err)
+	// The controller looks at the Node again (its taints changed) and
+	// reports: by then it has decided.
+	poll.True(t, "the Node checked after the operator's change", func() bool {
+		select {
+		case <-src.reports:
+			return true
+		default:
+			return false
+		}
+	})
+	if n := get(); tainted(n) || n.Annotations[nodetopology.AnnotationZoneMoved] == "" {
+		t.Errorf("after the operator removed the taint: taints %v, annotations %v; want no taint, the move recorded", n.Spec.Taints, n.Annotations)
+	}
+	// The VM moved back: no drift, the record goes.
+	src.set("n1", provider.Observation{Taint: true}, nil)
+	src.changed.Notify()
+	poll.True(t, "the record removed", func() bool { _, ok := get().Annotations[nodetopology.AnnotationZoneMoved]; return !ok })
+}
