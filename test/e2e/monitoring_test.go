@@ -27,18 +27,27 @@ const prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v
 // of the pinned Prometheus Operator and waits until they are served.
 func (h *harness) installMonitoringCRDs(t *testing.T) {
 	t.Helper()
-	out, err := exec.CommandContext(h.ctx, "go", "mod", "download", "-json", prometheusOperator).Output()
+	h.installCRDs(t, prometheusOperator, filepath.Join("example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml"),
+		filepath.Join("example", "prometheus-operator-crd", "monitoring.coreos.com_prometheusrules.yaml"))
+}
+
+// installCRDs creates the CRDs in files (paths inside module, a
+// module@version downloaded from the Go module proxy) and waits until
+// they are served.
+func (h *harness) installCRDs(t *testing.T, module string, files ...string) {
+	t.Helper()
+	out, err := exec.CommandContext(h.ctx, "go", "mod", "download", "-json", module).Output()
 	must.OK(t, err)
 	var mod struct{ Dir, Error string }
 	must.OK(t, json.Unmarshal(out, &mod))
 	if mod.Dir == "" {
-		t.Fatalf("go mod download %s: %s", prometheusOperator, mod.Error)
+		t.Fatalf("go mod download %s: %s", module, mod.Error)
 	}
 	dyn, err := dynamic.NewForConfig(h.cp.Config)
 	must.OK(t, err)
 	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	for _, name := range []string{"servicemonitors", "prometheusrules"} {
-		data, err := os.ReadFile(filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+name+".yaml"))
+	for _, name := range files {
+		data, err := os.ReadFile(filepath.Join(mod.Dir, name))
 		must.OK(t, err)
 		objs := h.decode(data)
 		if len(objs) != 1 {
@@ -46,7 +55,7 @@ func (h *harness) installMonitoringCRDs(t *testing.T) {
 		}
 		_, err = crds.Create(h.ctx, objs[0], metav1.CreateOptions{})
 		must.OK(t, err)
-		poll.NoError(t, "CRD "+name+" established", 60*time.Second, func() error {
+		poll.NoError(t, "CRD "+objs[0].GetName()+" established", 60*time.Second, func() error {
 			u, err := crds.Get(h.ctx, objs[0].GetName(), metav1.GetOptions{})
 			if err != nil {
 				return err
