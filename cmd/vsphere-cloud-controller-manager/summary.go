@@ -27,6 +27,10 @@ func printSummary(w io.Writer, path string, cfg *config.Config) {
 	fmt.Fprintf(w, "zone category:   %s\n", orNone(cfg.Labels.Zone))
 	fmt.Fprintf(w, "region category: %s\n", orNone(cfg.Labels.Region))
 	for _, a := range cfg.Labels.Additional {
+		if a.Attribute != "" {
+			fmt.Fprintf(w, "label %s from custom attribute %s\n", a.Label, a.Attribute)
+			continue
+		}
 		fmt.Fprintf(w, "label %s from category %s\n", a.Label, a.Category)
 	}
 	for _, vc := range cfg.VCenters {

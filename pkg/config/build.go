@@ -345,7 +345,8 @@ func (b *builder) buildLabels(raw *rawLabels) Labels {
 		return Labels{OnDrift: DriftKeep}
 	}
 	l := Labels{Zone: deref(raw.Zone), Region: deref(raw.Region), CSICompatible: deref(raw.CSICompatible),
-		OnDrift: DriftPolicy(orDefault(raw.OnDrift, string(DriftKeep))), InstanceType: deref(raw.InstanceType)}
+		OnDrift: DriftPolicy(orDefault(raw.OnDrift, string(DriftKeep))), InstanceType: deref(raw.InstanceType),
+		InstanceTypeAttribute: deref(raw.InstanceTypeAttribute)}
 	for _, p := range deref(raw.Placement) {
 		l.Placement = append(l.Placement, PlacementLabel(p))
 	}
@@ -364,7 +365,13 @@ func (b *builder) buildLabels(raw *rawLabels) Labels {
 	seen := map[string]string{}
 	for i, a := range raw.Additional {
 		ap := fmt.Sprintf("labels.additional[%d]", i)
-		al := AdditionalLabel{Category: deref(a.Category), Label: deref(a.Label)}
+		al := AdditionalLabel{Category: deref(a.Category), Attribute: deref(a.Attribute), Label: deref(a.Label)}
+		if al.Category == "" && al.Attribute == "" {
+			b.errorf(ap, "names neither a tag category (category) nor a custom attribute (attribute); name one")
+		}
+		if al.Category != "" && al.Attribute != "" {
+			b.errorf(ap, "both category %q and attribute %q: a label comes from one of them; split it in two entries with two labels", al.Category, al.Attribute)
+		}
 		for _, reserved := range []string{"topology.kubernetes.io/zone", "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"} {
 			if al.Label == reserved {
 				b.errorf(ap+".label", "label %q is set from labels.zone/labels.region; choose another key", al.Label)
@@ -376,9 +383,12 @@ func (b *builder) buildLabels(raw *rawLabels) Labels {
 			}
 		}
 		if prev, dup := seen[al.Label]; dup && al.Label != "" {
-			b.errorf(ap+".label", "label %q is already filled from category %q", al.Label, prev)
+			b.errorf(ap+".label", "label %q is already filled from %s", al.Label, prev)
 		}
-		seen[al.Label] = al.Category
+		seen[al.Label] = "category " + strconvQuote(al.Category)
+		if al.Attribute != "" {
+			seen[al.Label] = "attribute " + strconvQuote(al.Attribute)
+		}
 		l.Additional = append(l.Additional, al)
 	}
 	return l
@@ -438,3 +448,5 @@ func (b *builder) prefixes(path string, raw *[]string) []netip.Prefix {
 	}
 	return out
 }
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }

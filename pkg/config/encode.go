@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 
 	"sigs.k8s.io/yaml"
 
@@ -128,7 +129,7 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 	if o := cfg.Nodes.OutOfService; o != (OutOfService{NotReadyFor: DefaultOutOfServiceNotReadyFor, PoweredOffFor: DefaultOutOfServicePoweredOffFor}) {
 		f.Nodes.OutOfService = &yamlOutOfService{Enabled: o.Enabled, NotReadyFor: o.NotReadyFor.String(), PoweredOffFor: o.PoweredOffFor.String()}
 	}
-	if cfg.Labels.Zone != "" || cfg.Labels.Region != "" || len(cfg.Labels.Additional) > 0 {
+	if !reflect.DeepEqual(cfg.Labels, Labels{OnDrift: DriftKeep}) {
 		f.Labels = &cfg.Labels
 	}
 	for _, vc := range cfg.VCenters {

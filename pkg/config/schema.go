@@ -95,11 +95,14 @@ type rawLabels struct {
 	Placement *[]string `yaml:"placement" ini:"-"`
 	// Extension: the tag category of the instance type.
 	InstanceType *string `yaml:"instanceType" ini:"instance-type"`
+	// Extension: the custom attribute of the instance type.
+	InstanceTypeAttribute *string `yaml:"instanceTypeAttribute" ini:"-"`
 }
 
 type rawAdditionalLabel struct {
-	Category *string `yaml:"category" ini:"-"`
-	Label    *string `yaml:"label" ini:"-"`
+	Category  *string `yaml:"category" ini:"-"`
+	Attribute *string `yaml:"attribute" ini:"-"`
+	Label     *string `yaml:"label" ini:"-"`
 }
 
 type rawNodes struct {

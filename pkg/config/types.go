@@ -212,6 +212,9 @@ type Labels struct {
 	// type (node.kubernetes.io/instance-type), nearest the VM first. Empty,
 	// or no such tag: the generated vsphere-vm.cpu-N.mem-Mgb.os-X.
 	InstanceType string `json:"instanceType,omitempty"`
+	// InstanceTypeAttribute is the VM custom attribute whose value gives
+	// the instance type when no tag of InstanceType does.
+	InstanceTypeAttribute string `json:"instanceTypeAttribute,omitempty"`
 	// CSICompatible resolves zone and region exactly as vSphere CSI does:
 	// tags on the host chain only (host, cluster, host folders, datacenter
 	// and its folders), never the VM or its folders; staticTopology and
@@ -239,10 +242,13 @@ const (
 	PlacementVCenter    PlacementLabel = "vcenter"
 )
 
-// AdditionalLabel copies the tag of Category (on the nearest ancestor) to the node label Label.
+// AdditionalLabel copies the tag of Category (on the nearest ancestor), or
+// the value of the VM's custom attribute Attribute, to the node label
+// Label; exactly one of Category and Attribute is set.
 type AdditionalLabel struct {
-	Category string `json:"category" validate:"required"`
-	Label    string `json:"label" validate:"required,labelkey"`
+	Category  string `json:"category,omitempty"`
+	Attribute string `json:"attribute,omitempty"`
+	Label     string `json:"label" validate:"required,labelkey"`
 }
 
 // DriftPolicy is labels.onDrift.

@@ -79,7 +79,10 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (_ *colle
 			st.close(ctx)
 		}
 	}()
-	opts := specOptions{allDetails: ix.allDetails, hostnames: ix.hostnames, clusterGroups: ix.clusterGroups}
+	opts := ix.specOptions()
+	if opts.customAttributes && c.ServiceContent.CustomFieldsManager != nil {
+		extra = append(extra, *c.ServiceContent.CustomFieldsManager)
+	}
 	if !ix.allDetails {
 		if err := ix.followInterest(ctx, st); err != nil {
 			return nil, err
@@ -185,7 +188,7 @@ func (ix *Index) followInterest(ctx context.Context, st *collector) error {
 		clear(ix.dropping) // not in the view
 		ix.mu.Unlock()
 	}
-	f, err := st.pc.CreateFilter(ctx, types.CreateFilter{Spec: detailsSpec(st.list.Reference())})
+	f, err := st.pc.CreateFilter(ctx, types.CreateFilter{Spec: detailsSpec(st.list.Reference(), ix.specOptions())})
 	if err != nil {
 		return fmt.Errorf("create property filter: %w", err)
 	}

@@ -26,12 +26,14 @@ type data struct {
 	// ident.unreadable), by reference value: while there is one, the
 	// vCenter cannot prove any VM absent.
 	unreadable map[string]*ident
+	// fields names the custom attributes by key (Options.CustomAttributes).
+	fields map[int32]string
 }
 
 func newData() *data {
 	return &data{objects: map[ref]*Object{}, vms: map[string]*ident{}, byUUID: newMultimap[uuidKey](),
 		byName: newMultimap[string](), byHost: newMultimap[string](), details: map[string]*VM{},
-		unreadable: map[string]*ident{}}
+		unreadable: map[string]*ident{}, fields: map[int32]string{}}
 }
 
 // dropStrayDetails deletes the details of VMs not in scope.
@@ -49,6 +51,15 @@ func (d *data) complete(vc string, vm *VM) VM {
 	out.NICs = slices.Clone(vm.NICs)
 	if dc, ok := d.datacenterOf(vm.Folder); ok {
 		out.Datacenter = dc
+	}
+	out.Attributes = nil
+	for k, v := range vm.attrs {
+		if name, ok := d.fields[k]; ok {
+			if out.Attributes == nil {
+				out.Attributes = map[string]string{}
+			}
+			out.Attributes[name] = v
+		}
 	}
 	return out
 }
@@ -137,6 +148,14 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (change
 			continue
 		}
 		changed = true
+		if r.Type == "CustomFieldsManager" {
+			for _, c := range u.ChangeSet {
+				if c.Name == "field" {
+					d.fields = fieldsOf(c.Val)
+				}
+			}
+			continue
+		}
 		if u.Kind == types.ObjectUpdateKindLeave {
 			delete(d.objects, r)
 			continue
@@ -234,7 +253,31 @@ func applyVM(vm *VM, c types.PropertyChange) {
 		vm.ConnectionState, _ = c.Val.(types.VirtualMachineConnectionState)
 	case "runtime.host":
 		vm.Host, _ = c.Val.(types.ManagedObjectReference)
+	case "customValue":
+		vm.attrs = nil
+		if a, ok := c.Val.(types.ArrayOfCustomFieldValue); ok {
+			for _, v := range a.CustomFieldValue {
+				if s, ok := v.(*types.CustomFieldStringValue); ok {
+					if vm.attrs == nil {
+						vm.attrs = map[int32]string{}
+					}
+					vm.attrs[s.Key] = s.Value
+				}
+			}
+		}
 	}
+}
+
+// fieldsOf reads the custom attribute definitions of the
+// CustomFieldsManager (its field property), by key.
+func fieldsOf(val any) map[int32]string {
+	out := map[int32]string{}
+	if a, ok := val.(types.ArrayOfCustomFieldDef); ok {
+		for _, f := range a.CustomFieldDef {
+			out[f.Key] = f.Name
+		}
+	}
+	return out
 }
 
 func nicsOf(in []types.GuestNicInfo) []NIC {

@@ -27,9 +27,19 @@ var vmProperties = []string{
 
 // specOptions says what a collector reads beyond names and parents.
 type specOptions struct {
-	allDetails    bool // every VM's details, not only its identity
-	hostnames     bool // every VM's guest host name
-	clusterGroups bool // clusters' DRS groups and rules
+	allDetails       bool // every VM's details, not only its identity
+	hostnames        bool // every VM's guest host name
+	clusterGroups    bool // clusters' DRS groups and rules
+	customAttributes bool // the VMs' custom attribute values, and their definitions
+}
+
+// detailProperties are the VM properties read for the VMs whose details
+// are kept: vmProperties, and customValue with custom attributes.
+func detailProperties(o specOptions) []string {
+	if o.customAttributes {
+		return append(slices.Clip(vmProperties), "customValue")
+	}
+	return vmProperties
 }
 
 // viewSpec selects the objects of a container or list view (not the view).
@@ -43,6 +53,8 @@ func viewSpec(view types.ManagedObjectReference) types.ObjectSpec {
 // outside every view), each once: the placement a VM's zone and
 // datacenter are found from.
 func objectsSpec(views, extra []types.ManagedObjectReference, o specOptions) types.PropertyFilterSpec {
+	// With custom attributes, extra also holds the CustomFieldsManager:
+	// its field definitions name the keys of the VMs' values.
 	var spec types.PropertyFilterSpec
 	for _, v := range views {
 		spec.ObjectSet = append(spec.ObjectSet, viewSpec(v))
@@ -60,6 +72,9 @@ func objectsSpec(views, extra []types.ManagedObjectReference, o specOptions) typ
 			props = append(props, "configurationEx")
 		}
 		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: k, PathSet: props})
+	}
+	if o.customAttributes {
+		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: "CustomFieldsManager", PathSet: []string{"field"}})
 	}
 	return spec
 }
@@ -80,7 +95,7 @@ func inventorySpec(objectViews, vmViews, extra []types.ManagedObjectReference, o
 func vmIdentityProperties(o specOptions) []string {
 	switch {
 	case o.allDetails:
-		return vmProperties
+		return detailProperties(o)
 	case o.hostnames:
 		return append(slices.Clip(identityProperties), "guest.hostName")
 	}
@@ -89,19 +104,19 @@ func vmIdentityProperties(o specOptions) []string {
 
 // detailsSpec is the collector's filter over the VMs of a list view (the
 // VMs of interest): their details.
-func detailsSpec(list types.ManagedObjectReference) types.PropertyFilterSpec {
+func detailsSpec(list types.ManagedObjectReference, o specOptions) types.PropertyFilterSpec {
 	return types.PropertyFilterSpec{
 		ObjectSet: []types.ObjectSpec{viewSpec(list)},
-		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}},
+		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: detailProperties(o)}},
 	}
 }
 
 // vmsSpec reads the details of the VMs refs (a direct read).
-func vmsSpec(refs []types.ManagedObjectReference) types.PropertyFilterSpec {
+func vmsSpec(refs []types.ManagedObjectReference, o specOptions) types.PropertyFilterSpec {
 	objs := make([]types.ObjectSpec, len(refs))
 	for i, r := range refs {
 		objs[i] = types.ObjectSpec{Obj: r}
 	}
 	return types.PropertyFilterSpec{ObjectSet: objs,
-		PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: vmProperties}}}
+		PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: detailProperties(o)}}}
 }

@@ -78,7 +78,7 @@ func TestFilterSpecs(t *testing.T) {
 
 func TestDetailsAndVMsSpecs(t *testing.T) {
 	list := types.ManagedObjectReference{Type: "ListView", Value: "session[x]list"}
-	d := detailsSpec(list)
+	d := detailsSpec(list, specOptions{})
 	if len(d.ObjectSet) != 1 || d.ObjectSet[0].SelectSet[0].(*types.TraversalSpec).Type != "ListView" {
 		t.Errorf("detailsSpec does not traverse the list view: %+v", d.ObjectSet)
 	}
@@ -86,7 +86,7 @@ func TestDetailsAndVMsSpecs(t *testing.T) {
 		t.Errorf("detailsSpec reads %v, want vmProperties", propsOf(d, "VirtualMachine"))
 	}
 	refs := []types.ManagedObjectReference{{Type: "VirtualMachine", Value: "vm-1"}, {Type: "VirtualMachine", Value: "vm-2"}}
-	v := vmsSpec(refs)
+	v := vmsSpec(refs, specOptions{})
 	if len(v.ObjectSet) != 2 || v.ObjectSet[1].Obj != refs[1] || v.ObjectSet[0].Skip != nil {
 		t.Errorf("vmsSpec object set %+v, want the two VMs themselves", v.ObjectSet)
 	}

@@ -40,6 +40,7 @@ type Index struct {
 	allDetails    bool
 	clusterGroups bool // follow clusters' DRS groups and rules
 	hostnames     bool // follow every VM's guest host name
+	attributes    bool // follow the details' custom attribute values
 
 	mu     sync.RWMutex
 	data   *data
@@ -84,10 +85,15 @@ func NewIndex(c Client, opts Options) *Index {
 	}
 	ix := &Index{client: c, data: newData(), log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
 		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
-		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames,
+		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, attributes: opts.CustomAttributes,
 		interest: map[string]bool{}, pending: map[string]bool{}, dropping: map[string]bool{}, wantCh: make(chan struct{}, 1)}
 	ix.reader = &batchReader{read: ix.readDetails}
 	return ix
+}
+
+// specOptions says what the index's collectors and direct reads read.
+func (ix *Index) specOptions() specOptions {
+	return specOptions{allDetails: ix.allDetails, hostnames: ix.hostnames, clusterGroups: ix.clusterGroups, customAttributes: ix.attributes}
 }
 
 // VCenter is the name of the vCenter.

@@ -34,6 +34,9 @@ type Options struct {
 	// for FindByGuestHostname. Off, the name is neither read nor kept for
 	// VMs without details: tens of bytes per VM in a big vCenter.
 	GuestHostnames bool
+	// CustomAttributes reads the custom attribute values of the VMs whose
+	// details are kept, and the attributes' definitions (VM.Attributes).
+	CustomAttributes bool
 	// StaleAfter: an index whose last successful update round is older
 	// than this is not current (Index.Status), so a vCenter that stops
 	// answering on an open connection cannot prove absence for longer

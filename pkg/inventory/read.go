@@ -92,6 +92,7 @@ func (ix *Index) fetch(ctx context.Context, r types.ManagedObjectReference) (VM,
 	}
 	ix.mu.RLock()
 	dc, known := ix.data.datacenterOf(vm.Folder)
+	vm = ix.data.complete(ix.VCenter(), &vm) // custom attribute names
 	ix.mu.RUnlock()
 	if !known {
 		if dc, err = ix.datacenterOf(ctx, r); err != nil {
@@ -127,9 +128,9 @@ func (ix *Index) datacenterOf(ctx context.Context, r types.ManagedObjectReferenc
 
 // retrieveVMs reads the detail properties of VMs in one request, by
 // reference value (a VM that returns nothing is left out).
-func retrieveVMs(ctx context.Context, s *vcenter.Session, refs []types.ManagedObjectReference) (map[string][]types.DynamicProperty, error) {
+func retrieveVMs(ctx context.Context, s *vcenter.Session, refs []types.ManagedObjectReference, o specOptions) (map[string][]types.DynamicProperty, error) {
 	res, err := property.DefaultCollector(s.VIM).RetrieveProperties(ctx, types.RetrieveProperties{
-		This: s.VIM.ServiceContent.PropertyCollector, SpecSet: []types.PropertyFilterSpec{vmsSpec(refs)}})
+		This: s.VIM.ServiceContent.PropertyCollector, SpecSet: []types.PropertyFilterSpec{vmsSpec(refs, o)}})
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func (ix *Index) readDetails(ctx context.Context, refs []string) (map[string][]t
 	var out map[string][]types.DynamicProperty
 	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
 		var err error
-		out, err = retrieveVMs(ctx, s, vms)
+		out, err = retrieveVMs(ctx, s, vms, ix.specOptions())
 		switch {
 		case err == nil:
 			return nil
@@ -163,7 +164,7 @@ func (ix *Index) readDetails(ctx context.Context, refs []string) (map[string][]t
 		}
 		out = map[string][]types.DynamicProperty{}
 		for _, vm := range vms { // one of them is gone: read each
-			one, err := retrieveVMs(ctx, s, []types.ManagedObjectReference{vm})
+			one, err := retrieveVMs(ctx, s, []types.ManagedObjectReference{vm}, ix.specOptions())
 			if err != nil && !fault.Is(err, &types.ManagedObjectNotFound{}) {
 				return err
 			}

@@ -33,6 +33,10 @@ type VM struct {
 	Folder          types.ManagedObjectReference
 	// Template VMs are kept in the index but never returned by lookups.
 	Template bool
+	// Attributes are the VM's custom attribute values by attribute name
+	// (Options.CustomAttributes).
+	Attributes map[string]string
+	attrs      map[int32]string // by key, as read
 }
 
 // NIC is one guest network adapter.

@@ -67,6 +67,7 @@ func (e *events) hasRecorder() bool {
 func reason(err error, notFoundIsProblem bool) string {
 	var ce *topology.ConflictError
 	var ie *topology.InvalidTagError
+	var ae *topology.InvalidAttributeError
 	var me *topology.MissingTagError
 	var ge *topology.GroupError
 	var nc *NotConfiguredError
@@ -79,7 +80,7 @@ func reason(err error, notFoundIsProblem bool) string {
 		return ReasonHostGroupZoneInvalid
 	case errors.Is(err, inventory.ErrAmbiguous):
 		return ReasonAmbiguousVM
-	case errors.As(err, &ce), errors.As(err, &ie):
+	case errors.As(err, &ce), errors.As(err, &ie), errors.As(err, &ae):
 		return ReasonTopologyConflict
 	case errors.As(err, &me):
 		return ReasonTopologyTagMissing

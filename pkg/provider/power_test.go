@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -195,4 +196,36 @@ func TestPlacementLabels(t *testing.T) {
 		return err == nil && len(obs.PlacementLabels) == 1 && obs.PlacementLabels[0].Label == provider.LabelHost &&
 			obs.PlacementLabels[0].Now != "" && obs.PlacementLabels[0].Now != n.Labels[provider.LabelHost]
 	})
+}
+
+// TestCustomAttributes: a VM custom attribute gives the instance type
+// (labels.instanceTypeAttribute, when no instance type tag does) and a
+// label (labels.additional with attribute); a value that cannot be a
+// label value is an error naming the attribute, the VM and the value.
+func TestCustomAttributes(t *testing.T) {
+	var b *vcsim.VCenter
+	var typed, plain, bad vcsim.VM
+	e := stretchedWith(t, "", "labels:\n  zone: k8s-zone\n  region: k8s-region\n  instanceTypeAttribute: instance-type\n"+
+		"  additional:\n  - attribute: cost-center\n    label: example.com/cost-center\n", nil, provider.Options{},
+		func(ctx context.Context, f *vcsim.Fleet) {
+			b = f.VCenter("vc-b")
+			typed, plain, bad = b.VMs[0], b.VMs[1], f.VCenter("vc-c").VMs[0]
+			must.OK(t, b.SetAttribute(ctx, typed.Ref, "instance-type", "db.large"))
+			must.OK(t, b.SetAttribute(ctx, typed.Ref, "cost-center", "cc-42"))
+			must.OK(t, f.VCenter("vc-c").SetAttribute(ctx, bad.Ref, "cost-center", "not a label!"))
+		})
+	md, err := e.p.InstanceMetadata(e.ctx, node(typed))
+	must.OK(t, err)
+	if md.InstanceType != "db.large" || md.AdditionalLabels["example.com/cost-center"] != "cc-42" {
+		t.Errorf("attributes: instance type %q, labels %v", md.InstanceType, md.AdditionalLabels)
+	}
+	md, err = e.p.InstanceMetadata(e.ctx, node(plain))
+	must.OK(t, err)
+	if !strings.HasPrefix(md.InstanceType, "vsphere-vm.") || md.AdditionalLabels["example.com/cost-center"] != "" {
+		t.Errorf("no attributes: instance type %q, labels %v", md.InstanceType, md.AdditionalLabels)
+	}
+	_, err = e.p.InstanceMetadata(e.ctx, node(bad))
+	if err == nil || !strings.Contains(err.Error(), `custom attribute "cost-center"`) || !strings.Contains(err.Error(), `"not a label!"`) {
+		t.Errorf("invalid attribute value: %v", err)
+	}
 }

@@ -42,8 +42,8 @@ func stretched(t *testing.T, head string, per map[string][]string) *env {
 
 // stretchedWith is stretched with a global section (default: timeouts of
 // 5s and 3s) and provider options (the vCenter retry pacing is set for
-// tests).
-func stretchedWith(t *testing.T, global, head string, per map[string][]string, opts provider.Options) *env {
+// tests); prepare runs on the fleet before the provider starts.
+func stretchedWith(t *testing.T, global, head string, per map[string][]string, opts provider.Options, prepare ...func(context.Context, *vcsim.Fleet)) *env {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -59,6 +59,9 @@ func stretchedWith(t *testing.T, global, head string, per map[string][]string, o
 			must.OK(t, v.Tag(ctx, "k8s-zone", "zone-"+vm.Cluster, vm.ClusterRef))
 			must.OK(t, v.Tag(ctx, "k8s-region", "region-"+v.Name+"-"+vm.Datacenter, v.Datacenter(vm.Datacenter)))
 		}
+	}
+	for _, f2 := range prepare {
+		f2(ctx, f)
 	}
 	if head == "" {
 		head = "labels:\n  zone: k8s-zone\n  region: k8s-region\n"

@@ -37,6 +37,20 @@ func (e *InvalidTagError) Error() string {
 // Is makes errors.Is(err, ErrTopology) true.
 func (e *InvalidTagError) Is(target error) bool { return target == ErrTopology }
 
+// InvalidAttributeError is a custom attribute value that cannot be a
+// label value.
+type InvalidAttributeError struct {
+	VCenter, VM, Attribute, Value, Reason string
+}
+
+func (e *InvalidAttributeError) Error() string {
+	return fmt.Sprintf("vCenter %q: custom attribute %q of VM %s is %q, which is not a valid Kubernetes label value (%s): change the value (at most 63 characters: letters, digits, '-', '_', '.', starting and ending with a letter or digit)",
+		e.VCenter, e.Attribute, e.VM, e.Value, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrTopology) true.
+func (e *InvalidAttributeError) Is(target error) bool { return target == ErrTopology }
+
 // MissingTagError is a configured category with no tag on the VM or any
 // ancestor, or a category that does not exist in the vCenter.
 type MissingTagError struct {

@@ -92,7 +92,9 @@ func NewResolver(cfg *config.Config, inv *inventory.Inventory, clients []Client,
 		cats = append(cats, cfg.Labels.Region)
 	}
 	for _, a := range cfg.Labels.Additional {
-		cats = append(cats, a.Category)
+		if a.Category != "" {
+			cats = append(cats, a.Category)
+		}
 	}
 	if cfg.Labels.InstanceType != "" {
 		cats = append(cats, cfg.Labels.InstanceType)
@@ -213,7 +215,8 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	}
 
 	needTags := (r.cfg.Labels.Zone != "" && staticZone == nil) || (r.cfg.Labels.Region != "" && staticRegion == nil) ||
-		len(r.cfg.Labels.Additional) > 0 || r.cfg.Labels.InstanceType != ""
+		slices.ContainsFunc(r.cfg.Labels.Additional, func(a config.AdditionalLabel) bool { return a.Category != "" }) ||
+		r.cfg.Labels.InstanceType != ""
 	if needTags {
 		if err := cache.Ensure(ctx); err != nil {
 			return Result{}, fmt.Errorf("VM %s: read tags: %w", vm.Location(), err)
@@ -259,6 +262,18 @@ func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Obje
 	res.Zone = resolve(staticZone, r.cfg.Labels.Zone, "labels.zone")
 	res.Region = resolve(staticRegion, r.cfg.Labels.Region, "labels.region")
 	for _, a := range r.cfg.Labels.Additional {
+		if a.Attribute != "" {
+			v, err := attribute(vm, a.Attribute)
+			if err != nil {
+				errs = append(errs, err)
+			} else if v != nil {
+				if res.Labels == nil {
+					res.Labels = map[string]Value{}
+				}
+				res.Labels[a.Label] = *v
+			}
+			continue
+		}
 		v, err := r.walk(cache, vm, chain, hostLen, a.Category, a.Label, false)
 		if err != nil {
 			errs = append(errs, err)
@@ -280,10 +295,30 @@ func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Obje
 		}
 		res.InstanceType = v
 	}
+	if a := r.cfg.Labels.InstanceTypeAttribute; a != "" && res.InstanceType == nil {
+		v, err := attribute(vm, a)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		res.InstanceType = v
+	}
 	if len(errs) > 0 {
 		return res, joinErrors(errs)
 	}
 	return res, nil
+}
+
+// attribute returns the value of the VM's custom attribute name as a
+// label value, nil when the VM has none.
+func attribute(vm inventory.VM, name string) (*Value, error) {
+	s, ok := vm.Attributes[name]
+	if !ok || s == "" {
+		return nil, nil
+	}
+	if errs := validation.IsValidLabelValue(s); len(errs) > 0 {
+		return nil, &InvalidAttributeError{VCenter: vm.VCenter, VM: vm.Location(), Attribute: name, Value: s, Reason: strings.Join(errs, "; ")}
+	}
+	return &Value{s, fmt.Sprintf("custom attribute %s of VM %s", name, vm.Name), SourceVMTag}, nil
 }
 
 func static(vc config.VCenter, datacenter string) (zone, region *Value) {

@@ -2,8 +2,10 @@ package vcsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -105,4 +107,26 @@ func (f *Fleet) TagZones(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// SetAttribute sets the custom attribute name (created for VMs if it does
+// not exist) of obj to value, as an administrator would. The simulator
+// sends no property update for it: set it before the CCM reads the VM.
+func (v *VCenter) SetAttribute(ctx context.Context, obj types.ManagedObjectReference, name, value string) error {
+	m, err := object.GetCustomFieldsManager(v.admin)
+	if err != nil {
+		return err
+	}
+	key, err := m.FindKey(ctx, name)
+	if errors.Is(err, object.ErrKeyNameNotFound) {
+		def, aerr := m.Add(ctx, name, "VirtualMachine", nil, nil)
+		if aerr != nil {
+			return fmt.Errorf("create custom attribute %q: %w", name, aerr)
+		}
+		key, err = def.Key, nil
+	}
+	if err != nil {
+		return fmt.Errorf("custom attribute %q: %w", name, err)
+	}
+	return m.Set(ctx, obj, key, value)
 }
