@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,8 +152,16 @@ func TestValidFixtures(t *testing.T) {
 			if diff := cmp.Diff(wantST, st); diff != "" {
 				t.Errorf("static topology: %s", diff)
 			}
-			if diff := cmp.Diff([]AdditionalLabel{{Category: "rack", Label: "example.com/rack"}}, cfg.Labels.Additional); diff != "" {
+			if diff := cmp.Diff([]AdditionalLabel{{Category: "rack", Label: "example.com/rack"},
+				{Attribute: "cost-center", Label: "example.com/cost-center"}}, cfg.Labels.Additional); diff != "" {
 				t.Errorf("additional labels: %s", diff)
+			}
+			if l := cfg.Labels; l.InstanceType != "k8s-instance-type" || l.InstanceTypeAttribute != "instance-type" ||
+				!slices.Equal(l.Placement, []PlacementLabel{PlacementHost, PlacementCluster, PlacementHostGroup}) {
+				t.Errorf("labels: %+v", l)
+			}
+			if o := cfg.Nodes.OutOfService; !o.Enabled || o.NotReadyFor != 2*time.Minute || o.PoweredOffFor != DefaultOutOfServicePoweredOffFor {
+				t.Errorf("outOfService: %+v", o)
 			}
 			if diff := cmp.Diff([]LookupMethod{LookupUUID, LookupGuestHostname, LookupVMName}, cfg.Nodes.LookupOrder); diff != "" {
 				t.Errorf("lookup order: %s", diff)
