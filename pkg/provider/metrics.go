@@ -177,7 +177,8 @@ func (m *Metrics) Refresh(p *Provider) {
 		if t.IsZero() {
 			t = p.startedAt
 		}
-		return now.Sub(t).Seconds()
+		// A round may complete after now was taken: never a negative age.
+		return max(0, now.Sub(t).Seconds())
 	}
 	m.oosNodes.Set(float64(p.outOfService.len()))
 	drifted := p.drifts.perVCenter()
