@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -47,9 +48,21 @@ func (e *UnprovenAbsenceError) Unwrap() []error { return []error{e.Proof, e.Caus
 // the configured vCenters cannot prove it absent.
 type NotConfiguredError struct {
 	Node, VCenter, Datacenter string
+	// Other: Node is another Node, whose label shows that the cluster has
+	// Nodes in a vCenter or datacenter the config no longer has: a VM not
+	// found in the configured ones may have moved there.
+	Other bool
 }
 
 func (e *NotConfiguredError) Error() string {
+	if e.Other {
+		where := fmt.Sprintf("%s=%s", LabelVCenter, e.VCenter)
+		if e.Datacenter != "" {
+			where += fmt.Sprintf(" and %s=%s", LabelDatacenter, e.Datacenter)
+		}
+		return fmt.Sprintf("node %s (and perhaps others) is labelled %s, which is not configured: a VM not found in the configured vCenters may have moved there (a cross-vCenter vMotion), so no absence is proven while such Nodes exist; add the vCenter or datacenter back, or delete those Nodes once their VMs are gone",
+			e.Node, where)
+	}
 	if e.Datacenter != "" {
 		return fmt.Sprintf("node %s is labelled %s=%s and %s=%s, but that datacenter is not among vcenter.%s.datacenters: its VM may still be there; add the datacenter back, or delete the Node yourself if its VM is gone",
 			e.Node, LabelVCenter, e.VCenter, LabelDatacenter, e.Datacenter, e.VCenter)
@@ -98,7 +111,8 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 //   - a BIOS UUID to look for (providerID or systemUUID): a miss by name
 //     proves nothing;
 //   - the vCenter and datacenter the Node's labels name (where its VM was)
-//     are configured;
+//     are configured, and so are those every other Node's labels name (a
+//     VM may have moved to a vCenter no longer configured: othersInScope);
 //   - every vCenter's index is current and holds no VM whose identity is
 //     unreadable (inventory.Index.AbsenceError);
 //   - the UUID, in either byte order, is in no index;
@@ -114,6 +128,9 @@ func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, er
 		return nil, errors.New("the Node has neither a vSphere providerID nor a systemUUID, and a miss by VM name or guest host name is no proof")
 	}
 	if err := p.labelledInScope(node); err != nil {
+		return nil, err
+	}
+	if err := p.othersInScope(ctx); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -152,6 +169,33 @@ func (p *Provider) labelledInScope(node *v1.Node) error {
 	}
 	if !slices.ContainsFunc(vc.Datacenters, func(d string) bool { return d == dc || path.Base(d) == dc }) {
 		return &NotConfiguredError{Node: node.Name, VCenter: name, Datacenter: dc}
+	}
+	return nil
+}
+
+// othersInScope checks that no Node names, in its labels, a vCenter or
+// datacenter that is not configured. Such a Node shows that the cluster
+// spans vSphere the CCM does not see now (a vCenter removed from the
+// config, or not yet added back): a VM found in none of the configured
+// vCenters may have moved there (a cross-vCenter vMotion leaves its Node
+// labelled with the old vCenter until the node-topology controller has
+// relabelled it), so its absence cannot be proven. Without a Kubernetes
+// client (tools) there is nothing to list.
+func (p *Provider) othersInScope(ctx context.Context) error {
+	if p.kube == nil {
+		return nil
+	}
+	// From the API server's cache: this runs only for a VM not found.
+	nodes, err := p.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelVCenter, ResourceVersion: "0"})
+	if err != nil {
+		return fmt.Errorf("list the Nodes to check that every vCenter they name is configured: %w", err)
+	}
+	for i := range nodes.Items {
+		var nc *NotConfiguredError
+		if err := p.labelledInScope(&nodes.Items[i]); errors.As(err, &nc) {
+			nc.Other = true
+			return nc
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -47,7 +48,26 @@ func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, err
 	return Observation{VM: vm, Topology: res, Drift: p.nodeDriftOf(node, vm, res),
 		Relabel: p.cfg.Labels.OnDrift == config.DriftRelabel, Taint: p.cfg.Labels.OnDrift == config.DriftTaint,
 		PlacementLabels: placementDriftOf(nodeLabels{name: node.Name, labels: node.Labels, uninitialized: hasUninitializedTaint(node)},
-			vm.VCenter, placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm))}, nil
+			vm.VCenter, p.placementWanted(node, vm))}, nil
+}
+
+// placementWanted is the placement labels node should carry: those of
+// labels.placement, and the vCenter and datacenter labels whenever the
+// Node carries them (this CCM set them at initialization). Those two are
+// kept current even without labels.placement: the deletion rules read
+// them (a Node labelled with a vCenter no longer configured is never
+// deleted), so after a VM moved to another vCenter its Node must name it.
+func (p *Provider) placementWanted(node *v1.Node, vm inventory.VM) map[string]string {
+	want := placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm)
+	for k, v := range map[string]string{LabelVCenter: vm.VCenter, LabelDatacenter: vm.Datacenter} {
+		if _, has := node.Labels[k]; has && v != "" && len(validation.IsValidLabelValue(v)) == 0 {
+			if want == nil {
+				want = map[string]string{}
+			}
+			want[k] = v
+		}
+	}
+	return want
 }
 
 // Report records an Observation of node: events (each repeat suppressed

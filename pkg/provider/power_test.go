@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,7 +12,10 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
@@ -227,5 +231,40 @@ func TestCustomAttributes(t *testing.T) {
 	_, err = e.p.InstanceMetadata(e.ctx, node(bad))
 	if err == nil || !strings.Contains(err.Error(), `custom attribute "cost-center"`) || !strings.Contains(err.Error(), `"not a label!"`) {
 		t.Errorf("invalid attribute value: %v", err)
+	}
+}
+
+// TestAbsenceWithNodesElsewhere: while any Node is labelled with a vCenter
+// that is not configured, no VM is proven absent: the VM not found may
+// have moved there (a cross-vCenter vMotion, then that vCenter removed
+// from the config: found by the fault soak). Once no such Node remains,
+// absence is proven again.
+func TestAbsenceWithNodesElsewhere(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 1})
+	must.OK(t, err)
+	defer f.Close()
+	cfg, _, err := config.Parse("t.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n", nil)), config.Options{})
+	must.OK(t, err)
+	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone", Labels: map[string]string{provider.LabelVCenter: "vc-a"}},
+		Spec: v1.NodeSpec{ProviderID: "vsphere://4211aaaa-0000-4000-8000-0000000000ff"}}
+	elsewhere := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Labels: map[string]string{provider.LabelVCenter: "vc-removed"}}}
+	kube := fake.NewClientset(gone, elsewhere)
+	p, err := provider.New(cfg, provider.Options{})
+	must.OK(t, err)
+	must.OK(t, p.Start(ctx, kube))
+	defer p.Close()
+	must.OK(t, p.WaitForSync(ctx))
+
+	ok, err := p.InstanceExists(ctx, gone)
+	var nc *provider.NotConfiguredError
+	if ok || !errors.As(err, &nc) || !nc.Other || nc.VCenter != "vc-removed" {
+		t.Fatalf("with a Node labelled with an unconfigured vCenter: InstanceExists = %v, %v; want an unproven absence naming it", ok, err)
+	}
+	must.OK(t, kube.CoreV1().Nodes().Delete(ctx, "elsewhere", metav1.DeleteOptions{}))
+	if ok, err := p.InstanceExists(ctx, gone); ok || err != nil {
+		t.Errorf("no such Node left: InstanceExists = %v, %v; want false, nil (gone)", ok, err)
 	}
 }
