@@ -270,7 +270,7 @@ func TestRoundTrip(t *testing.T) {
 
 func assertRoundTrip(t *testing.T, cfg *Config) {
 	t.Helper()
-	out, moved, _, err := Encode(cfg, EncodeOptions{})
+	out, moved, notes, err := Encode(cfg, EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,6 +305,14 @@ func assertRoundTrip(t *testing.T, cfg *Config) {
 	for i := range want.VCenters {
 		if c := &want.VCenters[i].Credentials; global && c.GlobalSecret == nil {
 			c.GlobalSecret = &def
+		}
+		// An inline user without a password is not written, with a note
+		// (the credentials come from elsewhere; Encode never half-writes them).
+		if orig := cfg.VCenters[i].Credentials; orig.User != "" && !orig.Password.IsSet() {
+			want.VCenters[i].Credentials.User = ""
+			if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "incomplete inline user") }) {
+				t.Errorf("vcenter %q: its incomplete inline user was dropped without a note: %q", cfg.VCenters[i].Name, notes)
+			}
 		}
 	}
 	if diff := cmp.Diff(want, withoutPasswords(again), cmpOpts); diff != "" {
