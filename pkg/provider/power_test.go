@@ -185,13 +185,8 @@ func TestPlacementLabels(t *testing.T) {
 	if len(obs.PlacementLabels) != 0 {
 		t.Fatalf("placement drift before any move: %+v", obs.PlacementLabels)
 	}
-	var to types.ManagedObjectReference
-	for _, h := range b.ClusterHosts(vm.ClusterRef) {
-		if h != vm.HostRef {
-			to = h
-		}
-	}
-	if to.Value == "" {
+	to, ok := b.OtherHost(vm)
+	if !ok {
 		t.Fatal("vc-b's cluster has one host only")
 	}
 	must.OK(t, b.Relocate(e.ctx, vm.Ref, to))

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,13 +29,8 @@ func TestHostSpreadFollowsVMotion(t *testing.T) {
 	h.writeConfig(nil)
 	a := h.fleet.VCenter("vc-a")
 	vmA, vmB := a.VMs[0], a.VMs[1]
-	var other types.ManagedObjectReference
-	for _, host := range a.ClusterHosts(vmA.ClusterRef) {
-		if host != vmA.HostRef {
-			other = host
-		}
-	}
-	if other.Value == "" {
+	other, ok := a.OtherHost(vmA)
+	if !ok {
 		t.Fatal("the cluster has one host only")
 	}
 	if vmB.HostRef != vmA.HostRef {

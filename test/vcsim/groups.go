@@ -108,3 +108,14 @@ func (v *VCenter) ClusterHosts(cluster types.ManagedObjectReference) []types.Man
 	slices.SortFunc(hosts, func(a, b types.ManagedObjectReference) int { return strings.Compare(name(a), name(b)) })
 	return hosts
 }
+
+// OtherHost returns a host of vm's cluster that is not vm's host, and
+// false if the cluster has none: where a vMotion within the cluster goes.
+func (v *VCenter) OtherHost(vm VM) (types.ManagedObjectReference, bool) {
+	for _, h := range v.ClusterHosts(vm.ClusterRef) {
+		if h != vm.HostRef {
+			return h, true
+		}
+	}
+	return types.ManagedObjectReference{}, false
+}

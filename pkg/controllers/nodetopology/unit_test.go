@@ -303,27 +303,29 @@ func TestRetryWaiting(t *testing.T) {
 	}
 }
 
-// TestOutOfService drives the out-of-service policy with a fake clock: a
-// NotReady Node whose VM is proven powered off is tainted once both grace
-// periods have passed on the clock, and untainted when the VM powers on
-// again; an unproven power state (a vCenter outage) adds nothing.
-func TestOutOfService(t *testing.T) {
+// oosStart is when the out-of-service tests' fake clock starts and their
+// Nodes became NotReady.
+var oosStart = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+// notReadyNode is an initialized Node NotReady since oosStart.
+func notReadyNode(name string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + name},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionUnknown, LastTransitionTime: metav1.NewTime(oosStart)}}}}
+}
+
+// powerProof is a VM of vc-a in the given power state.
+func powerProof(ref string, st vimtypes.VirtualMachinePowerState, proven bool) provider.PowerProof {
+	return provider.PowerProof{Proven: proven, VM: inventory.VM{VCenter: "vc-a", Name: ref,
+		Ref: vimtypes.ManagedObjectReference{Type: "VirtualMachine", Value: ref}, PowerState: st}}
+}
+
+// startOutOfService runs a controller with the out-of-service policy
+// (NotReady 1 minute, powered off 30 s) on kube, its clock at oosStart.
+func startOutOfService(t *testing.T, kube *fake.Clientset, src *fakeSource) (context.Context, *clocktesting.FakeClock) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakeClock(start)
-	notReady := func(name string) *v1.Node {
-		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + name},
-			Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionUnknown, LastTransitionTime: metav1.NewTime(start)}}}}
-	}
-	kube := fake.NewClientset(notReady("off"), notReady("blind"))
-	src := newFakeSource()
-	vm := func(ref string, st vimtypes.VirtualMachinePowerState, proven bool) provider.PowerProof {
-		return provider.PowerProof{Proven: proven, VM: inventory.VM{VCenter: "vc-a", Name: ref,
-			Ref: vimtypes.ManagedObjectReference{Type: "VirtualMachine", Value: ref}, PowerState: st}}
-	}
-	src.setPower("off", vm("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff, true))
-	src.setPower("blind", vm("vm-2", vimtypes.VirtualMachinePowerStatePoweredOff, false))
+	clk := clocktesting.NewFakeClock(oosStart)
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, nodetopology.Options{Resync: time.Hour, Clock: clk,
 		OutOfService: config.OutOfService{Enabled: true, NotReadyFor: time.Minute, PoweredOffFor: 30 * time.Second}})
@@ -332,6 +334,19 @@ func TestOutOfService(t *testing.T) {
 	done := make(chan struct{})
 	go func() { c.Run(ctx, 2); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
+	return ctx, clk
+}
+
+// TestOutOfService drives the out-of-service policy with a fake clock: a
+// NotReady Node whose VM is proven powered off is tainted once both grace
+// periods have passed on the clock, and untainted when the VM powers on
+// again; an unproven power state (a vCenter outage) adds nothing.
+func TestOutOfService(t *testing.T) {
+	kube := fake.NewClientset(notReadyNode("off"), notReadyNode("blind"))
+	src := newFakeSource()
+	src.setPower("off", powerProof("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff, true))
+	src.setPower("blind", powerProof("vm-2", vimtypes.VirtualMachinePowerStatePoweredOff, false))
+	ctx, clk := startOutOfService(t, kube, src)
 
 	tainted := func(name string) bool {
 		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -344,8 +359,8 @@ func TestOutOfService(t *testing.T) {
 	// nothing may be tainted, then "off" is (its re-check is queued on the
 	// clock), and "blind" is reported unproven instead.
 	poll.True(t, "the taint added once the grace periods passed", func() bool {
-		if tainted("off") && clk.Since(start) < time.Minute {
-			t.Fatalf("tainted after %v on the clock, before notReadyFor", clk.Since(start))
+		if tainted("off") && clk.Since(oosStart) < time.Minute {
+			t.Fatalf("tainted after %v on the clock, before notReadyFor", clk.Since(oosStart))
 		}
 		clk.Step(5 * time.Second)
 		return tainted("off")
@@ -367,7 +382,7 @@ func TestOutOfService(t *testing.T) {
 	}
 
 	// Powered on: the taint goes (an inventory change brings the Node back).
-	src.setPower("off", vm("vm-1", vimtypes.VirtualMachinePowerStatePoweredOn, true))
+	src.setPower("off", powerProof("vm-1", vimtypes.VirtualMachinePowerStatePoweredOn, true))
 	src.changed.Notify()
 	poll.True(t, "the taint removed", func() bool { return !tainted("off") })
 	for r := range src.oos {
@@ -381,36 +396,17 @@ func TestOutOfService(t *testing.T) {
 // index (a VM powered on since: no taint, reported unproven), and removing
 // the CCM's taint leaves an operator's out-of-service taint in place.
 func TestOutOfServiceSafety(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakeClock(start)
-	notReady := func(name string) *v1.Node {
-		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + name},
-			Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionUnknown, LastTransitionTime: metav1.NewTime(start)}}}}
-	}
-	stale := notReady("stale")
-	operator := notReady("operator")
-	ours, theirs := metav1.NewTime(start.Add(-time.Hour)), metav1.NewTime(start.Add(-time.Minute))
+	stale := notReadyNode("stale")
+	operator := notReadyNode("operator")
+	ours, theirs := metav1.NewTime(oosStart.Add(-time.Hour)), metav1.NewTime(oosStart.Add(-time.Minute))
 	operator.Annotations = map[string]string{nodetopology.AnnotationOutOfService: ours.UTC().Format(time.RFC3339)}
 	operator.Spec.Taints = []v1.Taint{{Key: v1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: v1.TaintEffectNoExecute, TimeAdded: &theirs}}
 	kube := fake.NewClientset(stale, operator)
 	src := newFakeSource()
-	vm := func(ref string, st vimtypes.VirtualMachinePowerState) provider.PowerProof {
-		return provider.PowerProof{Proven: true, VM: inventory.VM{VCenter: "vc-a", Name: ref,
-			Ref: vimtypes.ManagedObjectReference{Type: "VirtualMachine", Value: ref}, PowerState: st}}
-	}
-	src.setPower("stale", vm("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff))
+	src.setPower("stale", powerProof("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff, true))
 	src.liveOn["stale"] = true
-	src.setPower("operator", vm("vm-2", vimtypes.VirtualMachinePowerStatePoweredOn))
-	factory := informers.NewSharedInformerFactory(kube, 0)
-	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, nodetopology.Options{Resync: time.Hour, Clock: clk,
-		OutOfService: config.OutOfService{Enabled: true, NotReadyFor: time.Minute, PoweredOffFor: 30 * time.Second}})
-	must.OK(t, err)
-	factory.Start(ctx.Done())
-	done := make(chan struct{})
-	go func() { c.Run(ctx, 2); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
+	src.setPower("operator", powerProof("vm-2", vimtypes.VirtualMachinePowerStatePoweredOn, true))
+	ctx, clk := startOutOfService(t, kube, src)
 
 	get := func(name string) *v1.Node {
 		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
