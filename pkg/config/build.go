@@ -385,9 +385,9 @@ func (b *builder) buildLabels(raw *rawLabels) Labels {
 		if prev, dup := seen[al.Label]; dup && al.Label != "" {
 			b.errorf(ap+".label", "label %q is already filled from %s", al.Label, prev)
 		}
-		seen[al.Label] = "category " + strconvQuote(al.Category)
+		seen[al.Label] = fmt.Sprintf("category %q", al.Category)
 		if al.Attribute != "" {
-			seen[al.Label] = "attribute " + strconvQuote(al.Attribute)
+			seen[al.Label] = fmt.Sprintf("attribute %q", al.Attribute)
 		}
 		l.Additional = append(l.Additional, al)
 	}
@@ -448,5 +448,3 @@ func (b *builder) prefixes(path string, raw *[]string) []netip.Prefix {
 	}
 	return out
 }
-
-func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
