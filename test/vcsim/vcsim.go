@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -194,6 +195,7 @@ type VCenter struct {
 	Model *simulator.Model
 
 	server *simulator.Server
+	guard  *pollGuard
 	front  *front
 	admin  *vim25.Client
 	rest   *rest.Client
@@ -235,6 +237,12 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 	// A user other than simulator.DefaultLogin makes the simulator ask
 	// ValidLogin, for SOAP and for REST.
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(spec.User, "see-ValidLogin")}
+	// More specific than the "/sdk" NewServer registers, so it comes first.
+	if m.Service.ServeMux == nil {
+		m.Service.ServeMux = http.NewServeMux()
+	}
+	v.guard = newPollGuard(m.Service.ServeSDK)
+	m.Service.ServeMux.Handle("POST /sdk", v.guard)
 	v.server = m.Service.NewServer()
 
 	v.front, err = newFront(v.server.URL.Host)
