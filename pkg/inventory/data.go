@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -247,6 +246,10 @@ func applyVM(vm *VM, c types.PropertyChange) {
 		if a, ok := c.Val.(types.ArrayOfGuestNicInfo); ok {
 			vm.NICs = nicsOf(a.GuestNicInfo)
 		}
+	case propMetadata:
+		vm.Metadata = optionString(c.Val)
+	case propMetadataEncoding:
+		vm.MetadataEncoding = optionString(c.Val)
 	case "runtime.powerState":
 		vm.PowerState, _ = c.Val.(types.VirtualMachinePowerState)
 	case "runtime.connectionState":
@@ -268,6 +271,23 @@ func applyVM(vm *VM, c types.PropertyChange) {
 	}
 }
 
+// optionString is the string value of an extraConfig entry read by key
+// (the property is the OptionValue; unset keys have none).
+func optionString(val any) string {
+	var o *types.OptionValue
+	switch v := val.(type) {
+	case types.OptionValue:
+		o = &v
+	case *types.OptionValue:
+		o = v
+	}
+	if o == nil {
+		return ""
+	}
+	s, _ := o.Value.(string)
+	return s
+}
+
 // fieldsOf reads the custom attribute definitions of the
 // CustomFieldsManager (its field property), by key.
 func fieldsOf(val any) map[int32]string {
@@ -284,11 +304,7 @@ func nicsOf(in []types.GuestNicInfo) []NIC {
 	out := make([]NIC, 0, len(in))
 	for _, n := range in {
 		nic := NIC{Network: n.Network, DeviceConfigID: n.DeviceConfigId, MAC: n.MacAddress}
-		for _, s := range n.IpAddress {
-			if a, err := netip.ParseAddr(s); err == nil {
-				nic.IPs = append(nic.IPs, a.Unmap())
-			}
-		}
+		nic.IPs = slices.Clone(n.IpAddress)
 		out = append(out, nic)
 	}
 	return out

@@ -23,7 +23,16 @@ var vmProperties = []string{
 	"name", "parent", "resourcePool", "config.uuid", "config.instanceUuid", "config.guestId",
 	"config.template", "config.hardware.numCPU", "config.hardware.memoryMB",
 	"guest.hostName", "guest.net", "runtime.powerState", "runtime.connectionState", "runtime.host",
+	propMetadata, propMetadataEncoding,
 }
+
+// The two extraConfig entries read of a VM, by key: a VM's whole
+// extraConfig can be large, and only these say which of its addresses are
+// static.
+const (
+	propMetadata         = `config.extraConfig["guestinfo.metadata"]`
+	propMetadataEncoding = `config.extraConfig["guestinfo.metadata.encoding"]`
+)
 
 // specOptions says what a collector reads beyond names and parents.
 type specOptions struct {

@@ -90,7 +90,7 @@ func TestLookups(t *testing.T) {
 				t.Fatalf("FindByUUID(%s): %v", key, err)
 			}
 			if vm.Ref != want.Ref || vm.VCenter != want.VCenter || vm.Datacenter != want.Datacenter || vm.Name != want.Name ||
-				vm.Host != want.HostRef || vm.GuestHostname != want.Name || len(vm.NICs) != 1 || vm.NICs[0].IPs[0].String() != want.IPv4 ||
+				vm.Host != want.HostRef || vm.GuestHostname != want.Name || len(vm.NICs) != 1 || vm.NICs[0].IPs[0] != want.IPv4 ||
 				vm.PowerState != types.VirtualMachinePowerStatePoweredOn || vm.NumCPU == 0 || vm.MemoryMB == 0 {
 				t.Errorf("FindByUUID(%s) = %+v, want %+v", key, vm, want)
 			}

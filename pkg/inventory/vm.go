@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/vmware/govmomi/vim25/types"
@@ -28,6 +27,11 @@ type VM struct {
 	// PowerState the last state vCenter knew, not the VM's.
 	ConnectionState types.VirtualMachineConnectionState
 	NICs            []NIC
+	// Metadata and MetadataEncoding are the extraConfig values
+	// guestinfo.metadata and guestinfo.metadata.encoding: the cloud-init
+	// metadata CAPV and others write, whose network config names the
+	// statically configured addresses ("" when unset).
+	Metadata, MetadataEncoding string
 	Host            types.ManagedObjectReference
 	ResourcePool    types.ManagedObjectReference
 	Folder          types.ManagedObjectReference
@@ -45,7 +49,10 @@ type NIC struct {
 	// DeviceConfigID is the virtual device key; -1 for guest-only adapters.
 	DeviceConfigID int32
 	MAC            string
-	IPs            []netip.Addr
+	// IPs are the addresses as VMware Tools reports them (guest.net's
+	// ipAddress), text unchanged: the reference CCM puts them on Nodes as
+	// they are, and a canonical form would rewrite its Nodes' addresses.
+	IPs []string
 }
 
 // Location names a VM for humans: vCenter/datacenter/name (moref).

@@ -474,7 +474,7 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 		return nil, vm, topology.Result{}, err
 	}
 	vc, _ := p.cfg.VCenter(vm.VCenter)
-	addrs, err := Addresses(vm, node.Name, p.cfg.Nodes, vc.IPFamilies)
+	addrs, err := Addresses(vm, p.cfg.Nodes, vc.IPFamilies)
 	if err != nil {
 		return nil, vm, topology.Result{}, fmt.Errorf("node %s: %w", node.Name, err)
 	}

@@ -3,7 +3,6 @@ package provider_test
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -101,7 +100,7 @@ func TestInstanceMetadataEveryVCenter(t *testing.T) {
 			t.Errorf("%s: %v", vm.Name, err)
 			continue
 		}
-		want := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: vm.IPv4}, {Type: v1.NodeExternalIP, Address: vm.IPv4}, {Type: v1.NodeHostName, Address: vm.Name}}
+		want := []v1.NodeAddress{{Type: v1.NodeHostName, Address: vm.Name}, {Type: v1.NodeInternalIP, Address: vm.IPv4}, {Type: v1.NodeExternalIP, Address: vm.IPv4}}
 		if md.ProviderID != "vsphere://"+vm.UUID || md.Zone != "zone-"+vm.Cluster || md.Region != "region-"+vm.VCenter+"-"+vm.Datacenter ||
 			!slices.Equal(md.NodeAddresses, want) || !strings.HasPrefix(md.InstanceType, "vsphere-vm.cpu-1.mem-") ||
 			md.AdditionalLabels[provider.LabelVCenter] != vm.VCenter || md.AdditionalLabels[provider.LabelDatacenter] != vm.Datacenter {
@@ -265,91 +264,13 @@ func TestAddressRulesOnSimulator(t *testing.T) {
 	md, err := e.p.InstanceMetadata(e.ctx, node(vm))
 	must.OK(t, err)
 	want := []v1.NodeAddress{
+		{Type: v1.NodeHostName, Address: vm.Name + ".example.test"},
 		{Type: v1.NodeInternalIP, Address: "fd00:99::5"}, // ipv6 first; external subnet is IPv4 only
 		{Type: v1.NodeInternalIP, Address: "10.99.0.5"},
 		{Type: v1.NodeExternalIP, Address: "192.0.2.7"},
-		{Type: v1.NodeHostName, Address: vm.Name + ".example.test"},
 	}
 	if !slices.Equal(md.NodeAddresses, want) {
 		t.Errorf("addresses\n got %v\nwant %v", md.NodeAddresses, want)
 	}
 }
 
-func TestAddresses(t *testing.T) {
-	pfx := func(s ...string) []netip.Prefix {
-		var out []netip.Prefix
-		for _, x := range s {
-			out = append(out, netip.MustParsePrefix(x))
-		}
-		return out
-	}
-	ips := func(s ...string) []netip.Addr {
-		var out []netip.Addr
-		for _, x := range s {
-			out = append(out, netip.MustParseAddr(x))
-		}
-		return out
-	}
-	nics := []inventory.NIC{
-		{Network: "mgmt", DeviceConfigID: 4000, IPs: ips("10.0.0.100", "10.0.0.5", "fd00::5", "fe80::1")},
-		{Network: "public", DeviceConfigID: 4001, IPs: ips("192.0.2.7", "2001:db8::7")},
-		{Network: "docker", DeviceConfigID: -1, IPs: ips("172.17.0.1")},
-	}
-	a := func(t v1.NodeAddressType, s string) v1.NodeAddress { return v1.NodeAddress{Type: t, Address: s} }
-	in, ex, host := v1.NodeInternalIP, v1.NodeExternalIP, v1.NodeHostName
-	cases := []struct {
-		name  string
-		rules config.Nodes
-		fams  []config.IPFamily
-		want  []v1.NodeAddress
-	}{
-		{"no rules: first address as both", config.Nodes{}, []config.IPFamily{config.IPv4},
-			[]v1.NodeAddress{a(in, "10.0.0.100"), a(ex, "10.0.0.100"), a(host, "guest")}},
-		{"VIP excluded from both", config.Nodes{ExcludeInternalSubnets: pfx("10.0.0.100/32"), ExcludeExternalSubnets: pfx("10.0.0.100/32")}, []config.IPFamily{config.IPv4},
-			[]v1.NodeAddress{a(in, "10.0.0.5"), a(ex, "10.0.0.5"), a(host, "guest")}},
-		{"subnets", config.Nodes{InternalSubnets: pfx("10.0.0.0/8"), ExternalSubnets: pfx("192.0.2.0/24"), ExcludeInternalSubnets: pfx("10.0.0.100/32")}, []config.IPFamily{config.IPv4},
-			[]v1.NodeAddress{a(in, "10.0.0.5"), a(ex, "192.0.2.7"), a(host, "guest")}},
-		{"network names", config.Nodes{InternalVMNetworkName: "MGMT", ExternalVMNetworkName: "public"}, []config.IPFamily{config.IPv4},
-			[]v1.NodeAddress{a(in, "10.0.0.100"), a(ex, "192.0.2.7"), a(host, "guest")}},
-		{"internal rule only: no external guess", config.Nodes{InternalSubnets: pfx("192.0.2.0/24")}, []config.IPFamily{config.IPv4},
-			[]v1.NodeAddress{a(in, "192.0.2.7"), a(host, "guest")}},
-		{"dual-stack, ipv6 first", config.Nodes{}, []config.IPFamily{config.IPv6, config.IPv4},
-			[]v1.NodeAddress{a(in, "fd00::5"), a(ex, "fd00::5"), a(in, "10.0.0.100"), a(ex, "10.0.0.100"), a(host, "guest")}},
-		{"ipv6 only skips link-local", config.Nodes{ExternalSubnets: pfx("2001:db8::/32"), InternalSubnets: pfx("fd00::/8")}, []config.IPFamily{config.IPv6},
-			[]v1.NodeAddress{a(in, "fd00::5"), a(ex, "2001:db8::7"), a(host, "guest")}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := provider.Addresses(inventory.VM{Name: "vm", GuestHostname: "guest", NICs: nics}, "node", tc.rules, tc.fams)
-			if err != nil || !slices.Equal(got, tc.want) {
-				t.Errorf("got %v, %v\nwant %v", got, err, tc.want)
-			}
-		})
-	}
-	if _, err := provider.Addresses(inventory.VM{Name: "vm", NICs: nics[2:]}, "node", config.Nodes{}, []config.IPFamily{config.IPv4}); err == nil ||
-		!strings.Contains(err.Error(), "no usable ipv4 address") {
-		t.Errorf("only a guest-only NIC: %v", err)
-	}
-	got, _ := provider.Addresses(inventory.VM{NICs: nics[:1]}, "node-name", config.Nodes{}, []config.IPFamily{config.IPv4})
-	if got[len(got)-1] != a(host, "node-name") {
-		t.Errorf("hostname without guest host name: %v", got)
-	}
-}
-
-func TestInstanceType(t *testing.T) {
-	cases := map[string]string{
-		"ubuntu64Guest":          "ubuntu",
-		"vmwarePhoton64Guest":    "photon",
-		"rhel9_64Guest":          "rhel",
-		"windows2019srv_64Guest": "windows",
-		"otherLinux64Guest":      "linux",
-		"":                       "unknown",
-		"solaris11_64Guest":      "unknown",
-	}
-	for id, os := range cases {
-		got := provider.InstanceType(inventory.VM{GuestID: id, NumCPU: 4, MemoryMB: 16384})
-		if want := "vsphere-vm.cpu-4.mem-16gb.os-" + os; got != want {
-			t.Errorf("%q: %s, want %s", id, got, want)
-		}
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 )
@@ -24,24 +25,39 @@ import (
 // guard ends the server side of a poll whose client is gone (the HTTP
 // server cancels the request's context when the connection closes) with
 // CancelWaitForUpdates, and holds a second poll of the same collector until
-// the first has returned.
+// the first has returned. It also ends a session's polls before the
+// session logs out or destroys a collector or filter: the simulator panics
+// in a poll whose filter is gone.
 type pollGuard struct {
 	next http.HandlerFunc // the simulator's ServeSDK
 
 	mu   sync.Mutex
-	busy map[string]chan struct{} // collector (session cookie + moref) -> closed when its poll returns
+	busy map[string]*running // collector (session cookie + NUL + moref) -> its poll
 }
+
+// running is a poll the simulator serves.
+type running struct {
+	done chan struct{} // closed when it has returned
+	stop chan struct{} // closed to have it cancelled
+	once sync.Once
+}
+
+func (p *running) cancel() { p.once.Do(func() { close(p.stop) }) }
 
 // cancelRetry is how often the guard repeats CancelWaitForUpdates until the
 // abandoned poll returns: a cancel that arrives before the simulator has
 // installed the poll's cancel function is lost.
 const cancelRetry = 50 * time.Millisecond
 
-// waitForUpdatesThis matches the collector a WaitForUpdatesEx is made on.
-var waitForUpdatesThis = regexp.MustCompile(`<WaitForUpdatesEx[^>]*>\s*<_this[^>]*>([^<]+)</_this>`)
+// waitForUpdatesThis matches the collector a WaitForUpdatesEx is made on;
+// endsPolls the requests that end a session's collectors or filters.
+var (
+	waitForUpdatesThis = regexp.MustCompile(`<WaitForUpdatesEx[^>]*>\s*<_this[^>]*>([^<]+)</_this>`)
+	endsPolls          = regexp.MustCompile(`<(Logout|DestroyPropertyCollector|DestroyPropertyFilter)[\s>]`)
+)
 
 func newPollGuard(next http.HandlerFunc) *pollGuard {
-	return &pollGuard{next: next, busy: map[string]chan struct{}{}}
+	return &pollGuard{next: next, busy: map[string]*running{}}
 }
 
 func (g *pollGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -52,45 +68,69 @@ func (g *pollGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	session := r.Header.Get("Cookie") + "\x00"
 	m := waitForUpdatesThis.FindSubmatch(body)
 	if m == nil {
+		if endsPolls.Match(body) {
+			g.end(session)
+		}
 		g.next(w, r)
 		return
 	}
 	this := string(m[1])
-	key := r.Header.Get("Cookie") + "\x00" + this
-	done, ok := g.acquire(r, key)
+	key := session + this
+	p, ok := g.acquire(r, key)
 	if !ok {
 		return // this poll's own client is gone: nobody to answer
 	}
 	served := make(chan struct{})
+	// Deferred: should the simulator panic in the poll anyway (net/http
+	// recovers it), the collector must not stay held.
+	defer g.release(key, p)
+	defer close(served)
 	go func() {
 		select {
 		case <-served:
 		case <-r.Context().Done():
 			g.cancel(r, this, served)
+		case <-p.stop:
+			g.cancel(r, this, served)
 		}
 	}()
 	g.next(w, r)
-	close(served)
-	g.release(key, done)
+}
+
+// end cancels the polls of a session and waits until they have returned.
+func (g *pollGuard) end(session string) {
+	g.mu.Lock()
+	var polls []*running
+	for k, p := range g.busy {
+		if strings.HasPrefix(k, session) {
+			polls = append(polls, p)
+		}
+	}
+	g.mu.Unlock()
+	for _, p := range polls {
+		p.cancel()
+		<-p.done
+	}
 }
 
 // acquire waits until no other poll runs on key and claims it; false if the
 // request's client went away first.
-func (g *pollGuard) acquire(r *http.Request, key string) (chan struct{}, bool) {
+func (g *pollGuard) acquire(r *http.Request, key string) (*running, bool) {
 	for {
 		g.mu.Lock()
-		running, busy := g.busy[key]
+		other, busy := g.busy[key]
 		if !busy {
-			done := make(chan struct{})
-			g.busy[key] = done
+			p := &running{done: make(chan struct{}), stop: make(chan struct{})}
+			g.busy[key] = p
 			g.mu.Unlock()
-			return done, true
+			return p, true
 		}
 		g.mu.Unlock()
 		select {
-		case <-running:
+		case <-other.done:
 		case <-r.Context().Done():
 			return nil, false
 		}
@@ -104,11 +144,11 @@ func (g *pollGuard) polls() int {
 	return len(g.busy)
 }
 
-func (g *pollGuard) release(key string, done chan struct{}) {
+func (g *pollGuard) release(key string, p *running) {
 	g.mu.Lock()
 	delete(g.busy, key)
 	g.mu.Unlock()
-	close(done)
+	close(p.done)
 }
 
 // cancel asks the simulator, in the abandoned poll's session, to end the

@@ -115,8 +115,11 @@ func TestPollGuard(t *testing.T) {
 		switch {
 		case strings.Contains(string(b), "<WaitForUpdatesEx"):
 			c.method = "wait"
-		case strings.Contains(string(b), "<CancelWaitForUpdates") && strings.Contains(string(b), ">pc-1<"):
+		case strings.Contains(string(b), "<CancelWaitForUpdates"):
 			c.method = "cancel"
+			close(c.done)
+		case strings.Contains(string(b), "<Logout"):
+			c.method = "logout"
 			close(c.done)
 		}
 		calls <- c
@@ -174,4 +177,17 @@ func TestPollGuard(t *testing.T) {
 	if n := g.polls(); n != 0 {
 		t.Fatalf("%d polls still held", n)
 	}
+
+	// A logout first ends the session's polls (the simulator panics in a
+	// poll whose filter went with its session).
+	thirdDone := serve(poll(context.Background(), "pc-3"))
+	third := next("wait")
+	logout := httptest.NewRequest(http.MethodPost, "/sdk", strings.NewReader(`<Envelope><Body><Logout xmlns="urn:vim25"/></Body></Envelope>`))
+	logout.Header.Set("Cookie", "vmware_soap_session=s1")
+	logoutDone := serve(logout)
+	next("cancel")
+	close(third.done)
+	<-thirdDone
+	next("logout")
+	<-logoutDone
 }
