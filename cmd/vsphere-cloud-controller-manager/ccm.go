@@ -23,6 +23,7 @@ import (
 	"k8s.io/controller-manager/controller"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
@@ -112,6 +113,9 @@ Operator commands:
 		cfg, ok := load(cp.CloudConfigFile, env, stderr)
 		if !ok {
 			return exitError{1}
+		}
+		if cfg.Nodes.SkipNodeDeletion {
+			fmt.Fprintf(stderr, "%s is set: no Node is deleted because its VM is gone (the reference CCM's switch; any value counts, even false)\n", config.SkipNodeDeletionEnv)
 		}
 		m := provider.NewMetrics()
 		for _, c := range m.Collectors() {

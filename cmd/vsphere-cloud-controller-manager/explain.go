@@ -202,6 +202,7 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 			fmt.Fprintf(w, "  - %s\n", it)
 		}
 	}
+	fmt.Fprintf(w, "\nNode deletion: %s\n", ex.Deletion)
 	section("Conflicts", ex.Conflicts)
 	section("Untagged placements", ex.Untagged)
 	section("Unreachable vCenters", ex.Unreachable)

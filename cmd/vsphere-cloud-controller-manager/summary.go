@@ -65,6 +65,12 @@ func printSummary(w io.Writer, path string, cfg *config.Config) {
 		methods[i] = string(m)
 	}
 	fmt.Fprintf(w, "node lookup:     %s\n", strings.Join(methods, ", then "))
+	switch {
+	case cfg.Nodes.SkipNodeDeletion:
+		fmt.Fprintf(w, "node deletion:   never (%s is set)\n", config.SkipNodeDeletionEnv)
+	default:
+		fmt.Fprintf(w, "node deletion:   %s\n", cfg.Nodes.Deletion)
+	}
 }
 
 func orAny(s string) string {

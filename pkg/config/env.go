@@ -121,3 +121,17 @@ func applyEnv(d *decoder, raw *rawConfig, environ []string, warn func(Diagnostic
 	}
 	d.diags = append(d.diags, envDecoder.diags...)
 }
+
+// SkipNodeDeletionEnv is the reference CCM's switch that keeps every Node
+// whose VM is gone: set to any value, even empty or "false" (the reference
+// only looks whether it is set).
+const SkipNodeDeletionEnv = "SKIP_NODE_DELETION"
+
+func skipNodeDeletion(environ []string) bool {
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); k == SkipNodeDeletionEnv {
+			return true
+		}
+	}
+	return false
+}

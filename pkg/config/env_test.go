@@ -108,3 +108,17 @@ func TestOrphanVCenterVariableWarns(t *testing.T) {
 	}
 	t.Errorf("no warning naming VCENTER_7_USERNAME: %v", warnings)
 }
+
+// SKIP_NODE_DELETION counts when set at all, as the reference reads it.
+func TestSkipNodeDeletionEnv(t *testing.T) {
+	for env, want := range map[string]bool{"SKIP_NODE_DELETION=true": true, "SKIP_NODE_DELETION=false": true,
+		"SKIP_NODE_DELETION=": true, "SKIP_NODE_DELETIONS=1": false, "": false} {
+		cfg, _, err := Parse("c.yaml", []byte("vcenter:\n  a:\n    server: a.example\n    user: u\n    password: p\n"), Options{Env: []string{env}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Nodes.SkipNodeDeletion != want {
+			t.Errorf("%q: SkipNodeDeletion = %v, want %v", env, cfg.Nodes.SkipNodeDeletion, want)
+		}
+	}
+}

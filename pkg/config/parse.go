@@ -62,6 +62,7 @@ func Parse(file string, data []byte, opts Options) (*Config, []Diagnostic, error
 
 	b := newBuilder(d)
 	cfg := b.build(raw)
+	cfg.Nodes.SkipNodeDeletion = skipNodeDeletion(opts.Env)
 	b.validate(cfg)
 	warnings = append(warnings, d.warnings...)
 	warnings = append(warnings, b.warnings...)

@@ -303,6 +303,11 @@ type Nodes struct {
 	LookupOrder []LookupMethod `json:"lookupOrder" validate:"min=1,unique,dive,oneof=uuid vmName guestHostname"`
 	// Deletion is when a VM may be reported gone (default onProof).
 	Deletion DeletionPolicy `json:"deletion" validate:"oneof=onProof never"`
+	// SkipNodeDeletion is set when the environment has SKIP_NODE_DELETION
+	// (any value), the reference CCM's switch: a VM proven gone is then
+	// reported as an error, as the reference does, so its Node is kept.
+	// Only the environment sets it; it is never encoded.
+	SkipNodeDeletion bool `json:"-"`
 	// OutOfService is the opt-in out-of-service taint policy.
 	OutOfService OutOfService `json:"outOfService"`
 }

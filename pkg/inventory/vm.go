@@ -32,9 +32,9 @@ type VM struct {
 	// metadata CAPV and others write, whose network config names the
 	// statically configured addresses ("" when unset).
 	Metadata, MetadataEncoding string
-	Host            types.ManagedObjectReference
-	ResourcePool    types.ManagedObjectReference
-	Folder          types.ManagedObjectReference
+	Host                       types.ManagedObjectReference
+	ResourcePool               types.ManagedObjectReference
+	Folder                     types.ManagedObjectReference
 	// Template VMs are kept in the index but never returned by lookups.
 	Template bool
 	// Attributes are the VM's custom attribute values by attribute name

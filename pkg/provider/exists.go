@@ -95,6 +95,11 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 		log.Info("VM of node not found, absence not proven; keeping the Node", "detail", uerr)
 		p.events.warn(node, uerr, true)
 		return false, uerr
+	case p.cfg.Nodes.SkipNodeDeletion:
+		// As the reference: "not found" as an error, so the Node is kept.
+		p.countVerdict(VerdictKept)
+		log.Info("VM of node is gone; the Node is kept because SKIP_NODE_DELETION is set", "vcenters", vcenters, "detail", err)
+		return false, fmt.Errorf("node %s: VM gone, but %s is set: the Node is kept: %w", node.Name, config.SkipNodeDeletionEnv, err)
 	case p.cfg.Nodes.Deletion == config.DeletionNever:
 		p.countVerdict(VerdictKept)
 		log.Info("VM of node is gone; the Node is kept because nodes.deletion is never", "vcenters", vcenters, "detail", err)
@@ -108,7 +113,8 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 // proveAbsent checks, after a lookup said "not found", that the VM's
 // absence is proven, and returns the vCenters consulted. Proof needs all
 // of:
-//   - a BIOS UUID to look for (providerID or systemUUID): a miss by name
+//   - a providerID vsphere://<bios-uuid> (providerid.Owned): a Node
+//     without one is not this provider's, and a miss by systemUUID or name
 //     proves nothing;
 //   - the vCenter and datacenter the Node's labels name (where its VM was)
 //     are configured, and so are those every other Node's labels name (a
@@ -119,14 +125,14 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 //   - every vCenter, asked directly within a short timeout, has no VM with
 //     it in any datacenter (inventory.Inventory.ConfirmAbsent).
 func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, error) {
-	uuid, err := providerid.UUID(node.Spec.ProviderID)
-	ok := err == nil
-	if node.Spec.ProviderID == "" {
-		uuid, ok = node.Status.NodeInfo.SystemUUID, node.Status.NodeInfo.SystemUUID != ""
+	if !providerid.Owned(node.Spec.ProviderID) {
+		// A Node this provider never initialized (another cloud's, bare
+		// metal in a hybrid cluster, or one not initialized yet) is not
+		// its to delete, whatever its systemUUID; the reference never
+		// reports one gone either.
+		return nil, fmt.Errorf("the Node has no %s providerID: only Nodes this provider initialized are ever reported gone", providerid.Prefix)
 	}
-	if !ok {
-		return nil, errors.New("the Node has neither a vSphere providerID nor a systemUUID, and a miss by VM name or guest host name is no proof")
-	}
+	uuid, _ := providerid.UUID(node.Spec.ProviderID)
 	if err := p.labelledInScope(node); err != nil {
 		return nil, err
 	}

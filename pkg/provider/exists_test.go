@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
@@ -33,7 +34,10 @@ func TestDeletionOnlyOnProof(t *testing.T) {
 	bySystemUUID := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "renamed-vm-2"},
 		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}
 	byProviderID := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	bareUUID := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare"}, Spec: v1.NodeSpec{ProviderID: absentUUID}}
 	existing := node(e.fleet.VCenter("vc-b").VMs[0])
+	existingBare := node(e.fleet.VCenter("vc-b").VMs[1])
+	existingBare.Spec.ProviderID = strings.ToUpper(e.fleet.VCenter("vc-b").VMs[1].UUID)
 
 	cases := []struct {
 		name     string
@@ -42,9 +46,11 @@ func TestDeletionOnlyOnProof(t *testing.T) {
 		unproven bool
 	}{
 		{"a miss by VM name alone is no proof", byName, false, true},
-		{"systemUUID absent everywhere is proof", bySystemUUID, false, false},
+		{"no providerID: not this provider's Node, whatever its systemUUID (bare metal in a hybrid cluster)", bySystemUUID, false, true},
 		{"providerID absent everywhere is proof", byProviderID, false, false},
+		{"a bare-UUID providerID is read, but never proof", bareUUID, false, true},
 		{"an existing VM exists", existing, true, false},
+		{"an existing VM exists by a bare-UUID providerID, as the reference reads it", existingBare, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,7 +78,7 @@ func TestDeletionOnlyOnProof(t *testing.T) {
 		})
 		return cb.Health().State == vcenter.Down
 	})
-	for _, n := range []*v1.Node{byProviderID, bySystemUUID, existing} {
+	for _, n := range []*v1.Node{byProviderID, existing} {
 		if ok, err := e.p.InstanceExists(e.ctx, n); err == nil {
 			t.Errorf("%s with vc-b down: InstanceExists = %v, nil; want an error (nothing is proven)", n.Name, ok)
 		}
@@ -86,6 +92,28 @@ func TestDeletionOnlyOnProof(t *testing.T) {
 	})
 	if ok, err := e.p.InstanceExists(e.ctx, byProviderID); ok || err != nil {
 		t.Errorf("after vc-b returned: InstanceExists = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// TestSkipNodeDeletion: with SKIP_NODE_DELETION set (any value), a
+// proven-gone VM is an error, as the reference answers, so its Node is
+// kept; a VM that exists still exists.
+func TestSkipNodeDeletion(t *testing.T) {
+	e := stretched(t, "", nil)
+	cfg, _, err := config.Parse("test.yaml", []byte(e.fleet.Config("labels:\n  zone: k8s-zone\n", nil)),
+		config.Options{Env: []string{"SKIP_NODE_DELETION=false"}})
+	must.OK(t, err)
+	p, err := provider.New(cfg, provider.Options{})
+	must.OK(t, err)
+	must.OK(t, p.Start(e.ctx, nil))
+	defer p.Close()
+	must.OK(t, p.WaitForSync(e.ctx))
+	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	if ok, err := p.InstanceExists(e.ctx, gone); ok || err == nil || !strings.Contains(err.Error(), "SKIP_NODE_DELETION") {
+		t.Errorf("gone with SKIP_NODE_DELETION: InstanceExists = %v, %v; want false and an error naming it", ok, err)
+	}
+	if ok, err := p.InstanceExists(e.ctx, node(e.fleet.VMs()[0])); !ok || err != nil {
+		t.Errorf("existing VM: InstanceExists = %v, %v", ok, err)
 	}
 }
 

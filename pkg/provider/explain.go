@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
@@ -55,6 +56,9 @@ type ExplainOptions struct {
 
 // Explanation is the report of `topology explain`.
 type Explanation struct {
+	// Deletion says when a Node is deleted because its VM is gone: the
+	// policy in force and what set it.
+	Deletion   string      `json:"deletion"`
 	Placements []Placement `json:"placements"`
 	// Conflicts are objects with several tags of one category, or tag names
 	// that are not valid label values.
@@ -83,10 +87,22 @@ func (ex Explanation) Problems() int {
 	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Unprovable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences)
 }
 
+// DeletionPolicy says, for people, when a Node is deleted because its VM
+// is gone.
+func (p *Provider) DeletionPolicy() string {
+	switch {
+	case p.cfg.Nodes.SkipNodeDeletion:
+		return "never: " + config.SkipNodeDeletionEnv + " is set (the reference CCM's switch): a VM proven gone is reported as an error and its Node kept"
+	case p.cfg.Nodes.Deletion == config.DeletionNever:
+		return "never: nodes.deletion is never"
+	}
+	return "on proof: a Node with a vsphere:// providerID whose VM every configured vCenter proves absent"
+}
+
 // Explain resolves every VM in scope (or only vms, when given) and
 // collects the problems an operator can fix.
 func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inventory.VM) Explanation {
-	var ex Explanation
+	ex := Explanation{Deletion: p.DeletionPolicy()}
 	if !p.ready() {
 		ex.Unreachable = append(ex.Unreachable, p.notReady().Error())
 		return ex

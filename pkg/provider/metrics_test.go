@@ -124,8 +124,7 @@ func TestEvents(t *testing.T) {
 			t.Fatal("conflicting tags accepted")
 		}
 	}
-	ghost := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-such-vm"}}
-	ghost.Status.NodeInfo.SystemUUID = "4299ffff-0000-4000-8000-000000000000"
+	ghost := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-such-vm"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}}
 	_, _ = p.InstanceMetadata(e.ctx, ghost)
 	ok, err := p.InstanceExists(e.ctx, ghost) // proven gone: not a problem to report
 	if ok || err != nil {

@@ -53,8 +53,8 @@ func (p *Provider) Power(ctx context.Context, node *v1.Node) (PowerProof, error)
 	if !p.ready() {
 		return PowerProof{}, p.notReady()
 	}
-	if node.Spec.ProviderID == "" {
-		return PowerProof{}, fmt.Errorf("node %s has no providerID yet", node.Name)
+	if !providerid.Owned(node.Spec.ProviderID) {
+		return PowerProof{}, fmt.Errorf("node %s has no %s providerID: only Nodes this provider owns are acted on", node.Name, providerid.Prefix)
 	}
 	uuid, err := providerid.UUID(node.Spec.ProviderID)
 	if err != nil {

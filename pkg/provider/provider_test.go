@@ -273,4 +273,3 @@ func TestAddressRulesOnSimulator(t *testing.T) {
 		t.Errorf("addresses\n got %v\nwant %v", md.NodeAddresses, want)
 	}
 }
-
