@@ -7,9 +7,9 @@ GO ?= go
 # machine (golang/go#75804, fixed in Go 1.27). FUZZTIME=1m still works.
 FUZZTIME ?= 50000x
 # Every fuzz target, as package:Target.
-FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/config:FuzzNoSecretEcho ./pkg/credentials:FuzzParseData ./pkg/providerid:FuzzUUID ./pkg/provider:FuzzLabelValue
+FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/config:FuzzNoSecretEcho ./pkg/credentials:FuzzParseData ./pkg/providerid:FuzzUUID ./pkg/provider:FuzzLabelValue ./pkg/guestinfo:FuzzStaticOrder
 
-.PHONY: all build image test unit e2e soak control-plane demo fuzz rules bench lint fmt clean
+.PHONY: all build image test unit parity e2e soak control-plane demo fuzz rules bench lint fmt clean
 
 all: lint build test
 
@@ -39,10 +39,15 @@ image: build
 
 ## test: unit and integration tests with the race detector, short fuzz runs, the alert rules' tests, the end-to-end suite
 ## and a short fault soak
-test: unit fuzz rules e2e soak
+test: unit fuzz rules parity e2e soak
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+## parity: the reference CCM's own node code (hack/refnode) and this CCM on the same simulated VMs
+## and configs; fails on any difference docs/migration.md does not list
+parity:
+	$(GO) test -tags parity -count=1 -timeout 20m -v -run TestParity ./test/parity
 
 ## control-plane: build etcd and kube-apiserver from the Go module proxy (cached in .cache/tools)
 control-plane:

@@ -152,8 +152,10 @@ func answer(inst cloudprovider.Instances, v2 cloudprovider.InstancesV2, q Query,
 	node := q.Node.DeepCopy()
 	if q.Register && node.Status.NodeInfo.SystemUUID != "" {
 		// RegisterNode: DiscoverNode(ConvertK8sUUIDtoNormal(systemUUID), FindVMByUUID),
-		// reached here through NodeAddressesByProviderID, which makes the same call.
-		_, _ = inst.NodeAddressesByProviderID(ctx, "vsphere://"+convertK8sUUIDtoNormal(node.Status.NodeInfo.SystemUUID))
+		// reached here through InstanceExistsByProviderID, which makes the same call
+		// first. (NodeAddressesByProviderID makes it too, but then reads its cache by
+		// the converted UUID, and panics when the VM was found by the other byte order.)
+		_, _ = inst.InstanceExistsByProviderID(ctx, "vsphere://"+convertK8sUUIDtoNormal(node.Status.NodeInfo.SystemUUID))
 	}
 	a := Answer{ID: q.ID}
 	md, err := v2.InstanceMetadata(ctx, node)

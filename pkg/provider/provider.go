@@ -482,8 +482,12 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 	if err != nil {
 		return nil, vm, topo, fmt.Errorf("node %s (VM %s): %w", node.Name, vm.Location(), err)
 	}
+	id := node.Spec.ProviderID // immutable once set: answered as it is, as the reference does
+	if id == "" {
+		id = p.providerID(vm)
+	}
 	md := &cloudprovider.InstanceMetadata{
-		ProviderID:       p.providerID(vm),
+		ProviderID:       id,
 		InstanceType:     InstanceType(vm),
 		NodeAddresses:    addrs,
 		AdditionalLabels: map[string]string{},
