@@ -138,7 +138,7 @@ func TestParity(t *testing.T) {
 	cases = append(cases, strangers(vms[0])...)
 
 	seen := map[string]bool{} // the deliberate differences the corpus showed
-	answered := 0 // Nodes both answered with metadata: the comparison is not of errors only
+	answered := 0             // Nodes both answered with metadata: the comparison is not of errors only
 	diff := func(t *testing.T, rules string, c nodeCase, ref, got answer) int {
 		if ref.Metadata != nil && got.Metadata != nil {
 			answered++
@@ -436,4 +436,3 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(keys)
 	return keys
 }
-
