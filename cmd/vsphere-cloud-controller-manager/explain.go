@@ -209,6 +209,7 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 	section("vCenters that cannot prove a VM absent (no Node is deleted)", ex.Unprovable)
 	section("Misplaced VMs (stretched clusters)", ex.Misplaced)
 	section("Drifted Nodes", ex.Drifted)
+	section("Deletions held (Nodes name a vCenter or datacenter not configured)", ex.DeletionsHeld)
 	if withCSI {
 		section("Differences with vSphere CSI", ex.CSIDifferences)
 	}

@@ -88,24 +88,45 @@ func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error) []Dif
 		}
 	}
 	if cur, would := addresses(node.Status.Addresses), addresses(md.NodeAddresses); node.Spec.ProviderID != "" && cur != would {
-		add("addresses", cur, would, Changes,
-			"the node controller replaces the addresses on its next status pass: check the nodes.* address rules (subnets, VM networks, ipFamily) if this is not intended")
+		if addressesChangeDetected(node.Status.Addresses, md.NodeAddresses) {
+			add("addresses", cur, would, Changes,
+				"the node controller replaces the addresses on its next status pass: check the nodes.* address rules (subnets, VM networks, ipFamily) if this is not intended")
+		} else {
+			add("addresses", cur, would, Note,
+				"only the order differs, which the node controller does not count as a change: the Node keeps its order until another change rewrites the list in this order")
+		}
 	}
 	return out
 }
 
-// addresses formats addresses as a sorted "Type=address" list; the
-// Hostname address kubelet adds is left out (both CCMs keep it).
+// addresses formats addresses as an ordered "Type=address" list, the
+// Hostname address included: the list as the Node carries it.
 func addresses(as []v1.NodeAddress) string {
-	var out []string
+	out := make([]string, 0, len(as))
 	for _, a := range as {
-		if a.Type == v1.NodeHostName {
-			continue
-		}
 		out = append(out, string(a.Type)+"="+a.Address)
 	}
-	slices.Sort(out)
-	return strings.Join(slices.Compact(out), ",")
+	return strings.Join(out, ",")
+}
+
+// addressesChangeDetected is what k8s.io/cloud-provider's node controller
+// (v0.37, nodeAddressesChangeDetected) counts as a change of a Node's
+// addresses, which it then writes: another length, or an address of
+// would that is not the last address of its type in current.
+func addressesChangeDetected(current, would []v1.NodeAddress) bool {
+	if len(current) != len(would) {
+		return true
+	}
+	last := map[v1.NodeAddressType]string{}
+	for _, a := range current {
+		last[a.Type] = a.Address
+	}
+	for _, a := range would {
+		if last[a.Type] != a.Address {
+			return true
+		}
+	}
+	return false
 }
 
 // Blocks reports whether any difference blocks the switch.

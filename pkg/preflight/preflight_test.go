@@ -24,7 +24,7 @@ func referenceNode(mut func(*v1.Node)) *v1.Node {
 		Spec: v1.NodeSpec{ProviderID: uuid},
 		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
 			{Type: v1.NodeHostName, Address: "worker-1"},
-			{Type: v1.NodeExternalIP, Address: "10.0.0.5"}, {Type: v1.NodeInternalIP, Address: "10.0.0.5"},
+			{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeExternalIP, Address: "10.0.0.5"},
 		}},
 	}
 	if mut != nil {
@@ -36,7 +36,8 @@ func referenceNode(mut func(*v1.Node)) *v1.Node {
 func metadata(mut func(*cloudprovider.InstanceMetadata)) *cloudprovider.InstanceMetadata {
 	md := &cloudprovider.InstanceMetadata{ProviderID: uuid, InstanceType: "vsphere-vm.cpu-2.mem-4gb.os-ubuntu",
 		Zone: "zone-a", Region: "region-1",
-		NodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeExternalIP, Address: "10.0.0.5"}}}
+		NodeAddresses: []v1.NodeAddress{{Type: v1.NodeHostName, Address: "worker-1"},
+			{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeExternalIP, Address: "10.0.0.5"}}}
 	if mut != nil {
 		mut(md)
 	}
@@ -51,6 +52,7 @@ func TestCompare(t *testing.T) {
 		err    error
 		fields []string // fields of the differences, in order
 		blocks bool
+		impact Impact // of the addresses difference, if any
 	}{
 		{name: "same", node: referenceNode(nil), md: metadata(nil)},
 		{name: "providerID case only", node: referenceNode(func(n *v1.Node) { n.Spec.ProviderID = "vsphere://4211A1B2-0000-4000-8000-000000000001" }),
@@ -74,7 +76,22 @@ func TestCompare(t *testing.T) {
 			fields: []string{"instanceType (node.kubernetes.io/instance-type)", "instanceType (beta.kubernetes.io/instance-type)"}},
 		{name: "addresses", node: referenceNode(nil), md: metadata(func(m *cloudprovider.InstanceMetadata) {
 			m.NodeAddresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}}
-		}), fields: []string{"addresses"}},
+		}), fields: []string{"addresses"}, impact: Changes},
+		{name: "the VIP instead of the address", node: referenceNode(nil), md: metadata(func(m *cloudprovider.InstanceMetadata) {
+			m.NodeAddresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: "worker-1"},
+				{Type: v1.NodeInternalIP, Address: "10.0.0.100"}, {Type: v1.NodeExternalIP, Address: "10.0.0.100"}}
+		}), fields: []string{"addresses"}, impact: Changes},
+		{name: "Hostname moved: order only, not written", node: referenceNode(nil), md: metadata(func(m *cloudprovider.InstanceMetadata) {
+			m.NodeAddresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"},
+				{Type: v1.NodeExternalIP, Address: "10.0.0.5"}, {Type: v1.NodeHostName, Address: "worker-1"}}
+		}), fields: []string{"addresses"}, impact: Note},
+		{name: "dual-stack families swapped: written", node: referenceNode(func(n *v1.Node) {
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: "worker-1"},
+				{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeInternalIP, Address: "fd00::5"}}
+		}), md: metadata(func(m *cloudprovider.InstanceMetadata) {
+			m.NodeAddresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: "worker-1"},
+				{Type: v1.NodeInternalIP, Address: "fd00::5"}, {Type: v1.NodeInternalIP, Address: "10.0.0.5"}}
+		}), fields: []string{"addresses"}, impact: Changes},
 		{name: "not initialized yet", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, md: metadata(nil)},
 		{name: "no VM", node: referenceNode(nil), err: errors.New("not found"), fields: []string{"vm"}, blocks: true},
 	} {
@@ -89,6 +106,11 @@ func TestCompare(t *testing.T) {
 			}
 			if !slices.Equal(fields, tc.fields) {
 				t.Errorf("fields %q, want %q", fields, tc.fields)
+			}
+			for _, d := range ds {
+				if d.Field == "addresses" && d.Impact != tc.impact {
+					t.Errorf("addresses difference %+v: impact %s, want %s", d, d.Impact, tc.impact)
+				}
 			}
 			if Blocks(ds) != tc.blocks {
 				t.Errorf("blocks = %v, want %v: %+v", Blocks(ds), tc.blocks, ds)

@@ -2,7 +2,10 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -80,11 +83,15 @@ type Explanation struct {
 	// CSIDifferences are VMs whose zone or region differs from what vSphere
 	// CSI computes (ExplainOptions.CSI).
 	CSIDifferences []string `json:"csiDifferences,omitempty"`
+	// DeletionsHeld are vCenters and datacenters Nodes are labelled with
+	// that the config does not have: while any Node is, no Node is deleted
+	// for a missing VM (its VM may have moved there).
+	DeletionsHeld []string `json:"deletionsHeld,omitempty"`
 }
 
 // Problems counts what an operator should fix.
 func (ex Explanation) Problems() int {
-	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Unprovable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences)
+	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Unprovable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences) + len(ex.DeletionsHeld)
 }
 
 // DeletionPolicy says, for people, when a Node is deleted because its VM
@@ -183,7 +190,34 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 	for _, d := range p.nodeDrift(ctx, opts.Nodes) {
 		note(&ex.Drifted, d.String())
 	}
+	ex.DeletionsHeld = p.deletionsHeld(opts.Nodes)
 	return ex
+}
+
+// deletionsHeld names, for each vCenter (or vCenter/datacenter) that Nodes
+// are labelled with but the config does not have, how many Nodes name it:
+// while any does, no Node is deleted for a missing VM (othersInScope).
+func (p *Provider) deletionsHeld(nodes []v1.Node) []string {
+	count := map[string]int{}
+	example := map[string]string{}
+	for i := range nodes {
+		var nc *NotConfiguredError
+		if err := p.labelledInScope(&nodes[i]); errors.As(err, &nc) {
+			where := "vCenter " + nc.VCenter
+			if nc.Datacenter != "" {
+				where += " datacenter " + nc.Datacenter
+			}
+			if count[where]++; count[where] == 1 {
+				example[where] = nodes[i].Name
+			}
+		}
+	}
+	var out []string
+	for _, where := range slices.Sorted(maps.Keys(count)) {
+		out = append(out, fmt.Sprintf("%s is not configured but %d Node(s) are labelled with it (%s first): no Node is deleted for a missing VM while they are; add it back, or delete those Nodes once their VMs are gone",
+			where, count[where], example[where]))
+	}
+	return out
 }
 
 // nodeDrift returns the drift this process saw on InstanceMetadata calls

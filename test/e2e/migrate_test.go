@@ -66,7 +66,7 @@ func (h *harness) preflight(t *testing.T) (int, preflightReport, string) {
 	return code, r, stderr.String()
 }
 
-const referenceInstanceType = "vsphere-vm.cpu-1.mem-0gb.os-unknown"
+const referenceInstanceType = "vsphere-vm.cpu-1.mem-0gb.os-other"
 
 type preflightReport struct {
 	Nodes       int                    `json:"nodes"`
