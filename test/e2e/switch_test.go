@@ -46,7 +46,7 @@ func TestSwitchFromReference(t *testing.T) {
 	// The reference's own schema, inline credentials, dual-stack, two CIDRs.
 	var cfg strings.Builder
 	cfg.WriteString("global:\n  port: 443\nlabels:\n  zone: k8s-zone\n  region: k8s-region\nnodes:\n" +
-		"  internalNetworkSubnetCidr: \"10.30.0.0/16,fd00:30::/64\"\n  excludeInternalNetworkSubnetCidr: \"10.30.0.5/32\"\nvcenter:\n")
+		"  internalNetworkSubnetCidr: \"10.30.0.0/16,fd00:30::/64\"\nvcenter:\n")
 	for _, v := range h.fleet.VCenters {
 		fmt.Fprintf(&cfg, "  %s:\n    server: %s\n    port: %d\n    caFile: %s\n    user: %s\n    password: %s\n    datacenters: [dc-1]\n    ipFamily: [ipv4, ipv6]\n",
 			v.Name, v.Host, v.Port, v.CAFile, v.User, v.Password)
@@ -82,6 +82,7 @@ func TestSwitchFromReference(t *testing.T) {
 		must.OK(t, err)
 	}
 	c := h.startCCM("--node-status-update-frequency=1s")
+	must.OK(t, c.WaitHealthy(h.ctx))
 	calls := `vsphere_ccm_instance_calls_total{method="InstanceMetadata"}`
 	poll.NoError(t, fmt.Sprintf("%d node status passes", passes), time.Duration(passes)*5*time.Second+time.Minute, func() error {
 		if got := c.metric(t, calls); got < float64(passes*len(before)) {
@@ -105,7 +106,7 @@ func TestSwitchFromReference(t *testing.T) {
 	poll.True(t, "the late Node initialized", func() bool {
 		n, err := h.node(late.Name)
 		got = n
-		return err == nil && initializedByRef(n)
+		return err == nil && initializedByRef(n) && len(n.Status.Addresses) > 0
 	})
 	want := askReference(t, refnode, h.cfgPath, got)
 	if want.Metadata == nil {
