@@ -97,6 +97,8 @@ lint:
 	bash hack/check-tracked.sh
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e
+	$(GO) vet -tags parity ./test/parity
+	cd hack/refnode && $(GO) vet .
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 fmt:
