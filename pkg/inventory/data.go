@@ -274,18 +274,23 @@ func applyVM(vm *VM, c types.PropertyChange) {
 // optionString is the string value of an extraConfig entry read by key
 // (the property is the OptionValue; unset keys have none).
 func optionString(val any) string {
-	var o *types.OptionValue
-	switch v := val.(type) {
-	case types.OptionValue:
-		o = &v
-	case *types.OptionValue:
-		o = v
+	if o := asPointer[types.OptionValue](val); o != nil {
+		s, _ := o.Value.(string)
+		return s
 	}
-	if o == nil {
-		return ""
+	return ""
+}
+
+// asPointer returns a property value as *T, whether the property
+// collector gave the value or a pointer to it; nil for anything else.
+func asPointer[T any](v any) *T {
+	switch x := v.(type) {
+	case T:
+		return &x
+	case *T:
+		return x
 	}
-	s, _ := o.Value.(string)
-	return s
+	return nil
 }
 
 // fieldsOf reads the custom attribute definitions of the

@@ -61,13 +61,8 @@ func groupsHolding(groups map[string][]types.ManagedObjectReference, r types.Man
 // clusterGroupsOf converts a cluster's configurationEx property; nil if
 // the value is not a cluster configuration.
 func clusterGroupsOf(v types.AnyType) *ClusterGroups {
-	var cfg *types.ClusterConfigInfoEx
-	switch c := v.(type) {
-	case types.ClusterConfigInfoEx:
-		cfg = &c
-	case *types.ClusterConfigInfoEx:
-		cfg = c
-	default:
+	cfg := asPointer[types.ClusterConfigInfoEx](v)
+	if cfg == nil {
 		return nil
 	}
 	g := &ClusterGroups{HostGroups: map[string][]types.ManagedObjectReference{}, VMGroups: map[string][]types.ManagedObjectReference{}}

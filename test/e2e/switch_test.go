@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +21,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/refwire"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -37,8 +35,10 @@ import (
 // reference's own code answers for it.
 func TestSwitchFromReference(t *testing.T) {
 	h := setupFleet(t, vcsim.Spec{Name: "vc-a", Clusters: 2, Hosts: 2, VMs: 3}, vcsim.Spec{Name: "vc-b", Hosts: 2, VMs: 3})
-	refCCM := buildReference(t, "k8s.io/cloud-provider-vsphere/cmd/vsphere-cloud-controller-manager", "reference-ccm")
-	refnode := buildReference(t, ".", "refnode")
+	refCCM, err := refwire.Build(h.ctx, h.root, "k8s.io/cloud-provider-vsphere/cmd/vsphere-cloud-controller-manager", t.TempDir(), "reference-ccm")
+	must.OK(t, err)
+	refnode, err := refwire.Build(h.ctx, h.root, ".", t.TempDir(), "refnode")
+	must.OK(t, err)
 	vms := h.fleet.VMs()
 	for i, vm := range vms {
 		productionGuest(t, h, vm, i)
@@ -108,7 +108,7 @@ func TestSwitchFromReference(t *testing.T) {
 		got = n
 		return err == nil && initializedByRef(n) && len(n.Status.Addresses) > 0
 	})
-	want := askReference(t, refnode, h.cfgPath, got)
+	want := askReference(t, h, refnode, got)
 	if want.Metadata == nil {
 		t.Fatalf("the reference's code cannot answer for %s: %s", late.Name, want.MetadataError)
 	}
@@ -152,48 +152,16 @@ func productionGuest(t *testing.T, h *harness, vm vcsim.VM, i int) {
 	v.SetGuest(vm.Ref, vm.Name, nics)
 }
 
-// buildReference builds a main package of hack/refnode's module (the
-// reference's own code at the version hack/refverdict reads configs with).
-func buildReference(t *testing.T, pkg, name string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
-	cmd.Dir = filepath.Join("..", "..", "hack", "refnode")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
-}
-
-// refAnswer is hack/refnode's answer (its wire format).
-type refAnswer struct {
-	Metadata *struct {
-		ProviderID   string           `json:"providerID"`
-		InstanceType string           `json:"instanceType"`
-		Addresses    []v1.NodeAddress `json:"addresses"`
-		Zone         string           `json:"zone"`
-		Region       string           `json:"region"`
-	} `json:"metadata"`
-	MetadataError string `json:"metadataError"`
-}
-
 // askReference asks the reference's own node code what node gets, as a
 // new Node (no providerID) discovered by its systemUUID.
-func askReference(t *testing.T, bin, config string, node *v1.Node) refAnswer {
+func askReference(t *testing.T, h *harness, bin string, node *v1.Node) refwire.Answer {
 	t.Helper()
+	p, err := refwire.Start(h.ctx, bin, h.cfgPath)
+	must.OK(t, err)
+	defer p.Close()
 	n := node.DeepCopy()
 	n.Spec.ProviderID = ""
-	q, err := json.Marshal(map[string]any{"id": "1", "node": n, "register": true})
+	a, err := p.Ask(n, true, false)
 	must.OK(t, err)
-	cmd := exec.Command(bin, "-config", config)
-	cmd.Stdin = strings.NewReader(string(q) + "\n")
-	out, err := cmd.Output()
-	must.OK(t, err)
-	var a refAnswer
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	if !sc.Scan() {
-		t.Fatalf("refnode answered nothing")
-	}
-	must.OK(t, json.Unmarshal(sc.Bytes(), &a))
 	return a
 }

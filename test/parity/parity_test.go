@@ -14,9 +14,7 @@
 package parity
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,45 +33,15 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/refwire"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
-// query, answer, verdict and metadata are hack/refnode's wire format.
-type query struct {
-	ID               string  `json:"id"`
-	Node             v1.Node `json:"node"`
-	Register         bool    `json:"register"`
-	SkipNodeDeletion bool    `json:"skipNodeDeletion,omitempty"`
-}
-
-type answer struct {
-	ID            string    `json:"id"`
-	Exists        verdict   `json:"exists"`
-	Shutdown      verdict   `json:"shutdown"`
-	Metadata      *metadata `json:"metadata,omitempty"`
-	MetadataError string    `json:"metadataError,omitempty"`
-}
-
-type verdict struct {
-	Value bool   `json:"value"`
-	Error string `json:"error,omitempty"`
-}
-
-func (v verdict) String() string {
-	if v.Error != "" {
-		return "error"
-	}
-	return fmt.Sprint(v.Value)
-}
-
-type metadata struct {
-	ProviderID   string            `json:"providerID"`
-	InstanceType string            `json:"instanceType"`
-	Addresses    []v1.NodeAddress  `json:"addresses"`
-	Zone         string            `json:"zone,omitempty"`
-	Region       string            `json:"region,omitempty"`
-	Labels       map[string]string `json:"labels,omitempty"`
-}
+type (
+	answer   = refwire.Answer
+	metadata = refwire.Metadata
+	verdict  = refwire.Verdict
+)
 
 // A finding is one answer that differs.
 type finding struct {
@@ -98,7 +66,10 @@ type nodeCase struct {
 func TestParity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	ref := buildRefnode(t)
+	ref, err := refwire.Build(ctx, filepath.Join("..", ".."), ".", t.TempDir(), "refnode")
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkGuestOSTable(t, ref)
 
 	ls := layouts()
@@ -230,19 +201,6 @@ func strangers(vm vcsim.VM) []nodeCase {
 	}
 }
 
-// buildRefnode builds the reference's node code (its own module).
-func buildRefnode(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "refnode")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Join("..", "..", "hack", "refnode")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build hack/refnode: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // checkGuestOSTable: the instance type's guestId table is the reference's.
 func checkGuestOSTable(t *testing.T, ref string) {
 	out, err := exec.Command(ref, "-guest-os-go").Output()
@@ -258,67 +216,29 @@ func checkGuestOSTable(t *testing.T, ref string) {
 	}
 }
 
-// refProc is one reference process for one config: its caches warm as
-// in a running CCM, across the questions asked of it.
-type refProc struct {
-	t      *testing.T
-	enc    *json.Encoder
-	out    *bufio.Scanner
-	stderr *strings.Builder
-	n      int
-}
-
+// startReference runs the reference's node code for one config.
 func startReference(ctx context.Context, t *testing.T, bin, config string) *refProc {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, "-config", config)
-	// The reference refuses several IP families without its feature gate,
-	// which every dual-stack user of it sets.
-	cmd.Env = append(os.Environ(), "ENABLE_ALPHA_DUAL_STACK=1")
-	stdin, err := cmd.StdinPipe()
+	p, err := refwire.Start(ctx, bin, config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &strings.Builder{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	return &refProc{t: t, enc: json.NewEncoder(stdin), out: sc, stderr: stderr}
+	t.Cleanup(p.Close)
+	return &refProc{t: t, p: p}
 }
 
-// ask asks the reference about one Node, first registering it (discovery
-// by systemUUID) when register is set.
+type refProc struct {
+	t *testing.T
+	p *refwire.Proc
+}
+
 func (r *refProc) ask(c nodeCase, register bool) answer {
 	r.t.Helper()
-	r.n++
-	if err := r.enc.Encode(query{ID: fmt.Sprint(r.n), Node: c.node, Register: register, SkipNodeDeletion: c.skip}); err != nil {
-		r.t.Fatalf("refnode: %v\n%s", err, r.stderr)
-	}
-	if !r.out.Scan() {
-		r.t.Fatalf("refnode gave no answer about %s: %v\n%s", c.name, r.out.Err(), tail(r.stderr.String()))
-	}
-	var a answer
-	if err := json.Unmarshal(r.out.Bytes(), &a); err != nil {
+	a, err := r.p.Ask(&c.node, register, c.skip)
+	if err != nil {
 		r.t.Fatal(err)
 	}
 	return a
-}
-
-func tail(s string) string {
-	if len(s) > 4000 {
-		return "..." + s[len(s)-4000:]
-	}
-	return s
 }
 
 // ours is this CCM's provider, as the controller manager builds it, with

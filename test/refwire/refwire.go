@@ -1,0 +1,162 @@
+// Package refwire runs the reference CCM's own node code (hack/refnode,
+// k8s.io/cloud-provider-vsphere in a module of its own) for tests: it
+// builds hack/refnode's main packages and speaks refnode's wire format,
+// one JSON query and one JSON answer per line. The types mirror
+// hack/refnode's (the other side of the wire, which cannot import them).
+package refwire
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Query is one Node to ask about.
+type Query struct {
+	ID   string  `json:"id"`
+	Node v1.Node `json:"node"`
+	// Register discovers the Node's VM by systemUUID first, as the
+	// reference's RegisterNode does when a Node is added.
+	Register         bool `json:"register"`
+	SkipNodeDeletion bool `json:"skipNodeDeletion,omitempty"`
+}
+
+// Answer is what the reference answers.
+type Answer struct {
+	ID            string    `json:"id"`
+	Exists        Verdict   `json:"exists"`
+	Shutdown      Verdict   `json:"shutdown"`
+	Metadata      *Metadata `json:"metadata,omitempty"`
+	MetadataError string    `json:"metadataError,omitempty"`
+}
+
+// Verdict is a boolean answer or an error.
+type Verdict struct {
+	Value bool   `json:"value"`
+	Error string `json:"error,omitempty"`
+}
+
+// String is "error", "true" or "false".
+func (v Verdict) String() string {
+	if v.Error != "" {
+		return "error"
+	}
+	return fmt.Sprint(v.Value)
+}
+
+// Metadata is InstanceMetadata's answer.
+type Metadata struct {
+	ProviderID   string            `json:"providerID"`
+	InstanceType string            `json:"instanceType"`
+	Addresses    []v1.NodeAddress  `json:"addresses"`
+	Zone         string            `json:"zone,omitempty"`
+	Region       string            `json:"region,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+// Build builds a main package of hack/refnode's module ("." for refnode,
+// or the reference CCM's k8s.io/cloud-provider-vsphere/cmd/...) into dir;
+// root is the repository's root.
+func Build(ctx context.Context, root, pkg, dir, name string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	cmd.Dir = filepath.Join(root, "hack", "refnode")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s in hack/refnode: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// Proc is one refnode process for one cloud-config: its caches warm, as
+// in a running CCM, across the questions asked of it.
+type Proc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	enc    *json.Encoder
+	out    *bufio.Scanner
+	stderr lockedBuffer
+	n      int
+}
+
+// lockedBuffer is refnode's stderr, written by the process's copier and
+// read on failures.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Start runs refnode with the cloud-config at config. The reference
+// refuses several IP families without its feature gate, which every
+// dual-stack user of it sets: it is set.
+func Start(ctx context.Context, bin, config string) (*Proc, error) {
+	p := &Proc{cmd: exec.CommandContext(ctx, bin, "-config", config)}
+	p.cmd.Env = append(os.Environ(), "ENABLE_ALPHA_DUAL_STACK=1")
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	p.enc = json.NewEncoder(p.stdin)
+	p.out = bufio.NewScanner(stdout)
+	p.out.Buffer(make([]byte, 1<<20), 16<<20)
+	return p, nil
+}
+
+// Ask asks about one Node, registering it first when register is set.
+func (p *Proc) Ask(node *v1.Node, register, skipNodeDeletion bool) (Answer, error) {
+	p.n++
+	if err := p.enc.Encode(Query{ID: fmt.Sprint(p.n), Node: *node, Register: register, SkipNodeDeletion: skipNodeDeletion}); err != nil {
+		return Answer{}, fmt.Errorf("refnode: %w\n%s", err, p.tail())
+	}
+	if !p.out.Scan() {
+		return Answer{}, fmt.Errorf("refnode gave no answer about %s: %v\n%s", node.Name, p.out.Err(), p.tail())
+	}
+	var a Answer
+	if err := json.Unmarshal(p.out.Bytes(), &a); err != nil {
+		return Answer{}, err
+	}
+	return a, nil
+}
+
+// Close ends the process.
+func (p *Proc) Close() {
+	_ = p.stdin.Close()
+	_ = p.cmd.Wait()
+}
+
+func (p *Proc) tail() string {
+	s := p.stderr.String()
+	if len(s) > 4000 {
+		return "..." + s[len(s)-4000:]
+	}
+	return s
+}
