@@ -31,6 +31,21 @@ var globalEnvKeys = map[string]string{
 	"VSPHERE_API_BINDING":       "apiBinding",
 }
 
+// nodesEnvKeys and labelsEnvKeys are the reference's overrides of the
+// nodes and labels sections (its FromCPIEnv and FromEnv).
+var (
+	nodesEnvKeys = map[string]string{
+		"VSPHERE_NODES_INTERNAL_NETWORK_SUBNET_CIDR": "internalNetworkSubnetCidr",
+		"VSPHERE_NODES_EXTERNAL_NETWORK_SUBNET_CIDR": "externalNetworkSubnetCidr",
+		"VSPHERE_NODES_INTERNAL_VM_NETWORK_NAME":     "internalVmNetworkName",
+		"VSPHERE_NODES_EXTERNAL_VM_NETWORK_NAME":     "externalVmNetworkName",
+	}
+	labelsEnvKeys = map[string]string{
+		"VSPHERE_LABEL_REGION": "region",
+		"VSPHERE_LABEL_ZONE":   "zone",
+	}
+)
+
 // vcenterEnvSuffixes maps VCENTER_<id>_<SUFFIX> to a vCenter key; the vCenter
 // itself is declared by VSPHERE_VCENTER_<id>=<server>.
 var vcenterEnvSuffixes = map[string]string{
@@ -74,6 +89,18 @@ func applyEnv(d *decoder, raw *rawConfig, environ []string, warn func(Diagnostic
 				raw.Global = &rawGlobal{}
 			}
 			set("global", reflect.ValueOf(raw.Global).Elem(), name, key)
+		}
+		if key, ok := nodesEnvKeys[name]; ok {
+			if raw.Nodes == nil {
+				raw.Nodes = &rawNodes{}
+			}
+			set("nodes", reflect.ValueOf(raw.Nodes).Elem(), name, key)
+		}
+		if key, ok := labelsEnvKeys[name]; ok {
+			if raw.Labels == nil {
+				raw.Labels = &rawLabels{}
+			}
+			set("labels", reflect.ValueOf(raw.Labels).Elem(), name, key)
 		}
 	}
 	declared := map[string]bool{}

@@ -17,6 +17,21 @@ func TestEnvOverrides(t *testing.T) {
 		wantErr string
 	}{
 		{
+			name: "nodes and labels from the reference's variables",
+			file: base + "nodes:\n  internalNetworkSubnetCidr: 192.168.0.0/16\n",
+			env: []string{"VSPHERE_NODES_INTERNAL_NETWORK_SUBNET_CIDR=10.20.0.0/16,10.30.0.0/16", "VSPHERE_NODES_EXTERNAL_VM_NETWORK_NAME=pg-public",
+				"VSPHERE_LABEL_ZONE=k8s-zone", "VSPHERE_LABEL_REGION=k8s-region"},
+			check: func(t *testing.T, cfg *Config) {
+				n := cfg.Nodes
+				if len(n.InternalSubnets) != 2 || n.InternalSubnets[0].String() != "10.20.0.0/16" || n.ExternalVMNetworkName != "pg-public" {
+					t.Errorf("nodes %+v", n)
+				}
+				if cfg.Labels.Zone != "k8s-zone" || cfg.Labels.Region != "k8s-region" {
+					t.Errorf("labels %+v", cfg.Labels)
+				}
+			},
+		},
+		{
 			name: "VSPHERE_VCENTER_PORT is the global port, not a vCenter",
 			file: base,
 			env:  []string{"VSPHERE_VCENTER_PORT=8443"},

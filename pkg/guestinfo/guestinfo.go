@@ -25,11 +25,16 @@ import (
 	"go.yaml.in/yaml/v2"
 )
 
-// maxNetwork bounds a decompressed network config.
-const maxNetwork = 1 << 20
+// maxNetwork bounds a decompressed network config (the reference has no
+// bound; a real one is a few kilobytes, and this keeps a hostile one from
+// taking the CCM's memory).
+const maxNetwork = 16 << 20
 
+// networkConfig is what the reference decodes of a network config: with
+// its types, so that what fails to decode there fails here too.
 type networkConfig struct {
 	Ethernets map[string]struct {
+		Name      string   `yaml:"set-name"`
 		Addresses []string `yaml:"addresses"`
 	} `yaml:"ethernets"`
 }

@@ -3,6 +3,8 @@
 package parity
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -56,6 +58,17 @@ func nestedMetadata(addrs ...string) string {
 	return b64("instance-id: \"vm\"\nnetwork: " + b64(dedent(net)) + "\nnetwork.encoding: base64\n")
 }
 
+// gzipMetadata is metadata whose network key is gzip+base64, as CAPV
+// writes it for large configs.
+func gzipMetadata(addrs ...string) string {
+	net := strings.SplitN(cloudInit(addrs...), "network:\n", 2)[1]
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	_, _ = w.Write([]byte(dedent(net)))
+	_ = w.Close()
+	return b64("instance-id: \"vm\"\nnetwork: " + base64.StdEncoding.EncodeToString(z.Bytes()) + "\nnetwork.encoding: gzip+base64\n")
+}
+
 func dedent(s string) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
@@ -81,6 +94,14 @@ func layouts() []layout {
 			metadata: nestedMetadata("10.20.0.17/24"), encoding: "base64"},
 		{name: "static-ipv6-text", host: "static-ipv6", nics: []types.GuestNicInfo{nic(pg, 4000, "fd00:20::5", "fd00:20:0:0::18", "10.20.0.18")},
 			metadata: b64(cloudInit("fd00:20::18/64", "10.20.0.18/24")), encoding: "base64"},
+		{name: "vip-first-static-gzip", host: "cp-static-gzip", nics: []types.GuestNicInfo{nic(pg, 4000, vip, "10.20.0.70", "fd00:20::70")},
+			metadata: gzipMetadata("10.20.0.70/24", "fd00:20::70/64"), encoding: "base64"},
+		{name: "static-repeated", host: "static-repeated", nics: []types.GuestNicInfo{nic(pg, 4000, vip, "10.20.0.72", "10.20.0.71")},
+			metadata: b64(cloudInit("10.20.0.71/24", "10.20.0.72/24", "10.20.0.71/24")), encoding: "base64"},
+		{name: "static-ipv4-mapped", host: "static-mapped", nics: []types.GuestNicInfo{nic(pg, 4000, vip, "::ffff:10.20.0.73", "10.20.0.74")},
+			metadata: b64(cloudInit("10.20.0.73/24", "10.20.0.74/24")), encoding: "base64"},
+		{name: "static-set-name-list", host: "static-set-name", nics: []types.GuestNicInfo{nic(pg, 4000, "10.20.0.75")},
+			metadata: b64(strings.Replace(cloudInit("10.20.0.75/24"), `set-name: "eth0"`, "set-name: [eth0]", 1)), encoding: "base64"},
 		{name: "static-unreadable", host: "static-bad", nics: []types.GuestNicInfo{nic(pg, 4000, "10.20.0.19")},
 			metadata: "not base64 %%", encoding: "base64"},
 		{name: "two-nics-mgmt-first", host: "two-nics-a", nics: []types.GuestNicInfo{nic(mgmt, 4000, "192.168.10.21"), nic(pg, 4001, "10.20.0.21")}},
@@ -178,6 +199,10 @@ type ruleSet struct {
 	families string // vCenter ipFamily list, e.g. "[ipv4, ipv6]"
 	nodes    map[string]string
 	labels   bool
+	// env is set for both (the reference's VSPHERE_* overrides).
+	env []string
+	// ini writes the legacy INI vsphere.conf instead of YAML.
+	ini bool
 }
 
 func ruleSets() []ruleSet {
@@ -200,11 +225,18 @@ func ruleSets() []ruleSet {
 		{name: "network-name-internal-only", families: "[ipv4]", nodes: map[string]string{"internalVmNetworkName": "pg-k8s"}},
 		{name: "network-names-absent", families: "[ipv4]", nodes: map[string]string{
 			"internalVmNetworkName": "pg-nowhere", "externalVmNetworkName": "pg-neither"}},
+		{name: "env-overrides", families: "[ipv4]", nodes: map[string]string{"internalNetworkSubnetCidr": "172.16.0.0/12"},
+			env: []string{"VSPHERE_NODES_INTERNAL_NETWORK_SUBNET_CIDR=192.168.10.0/24,10.20.0.0/16", "VSPHERE_NODES_EXTERNAL_VM_NETWORK_NAME=pg-public"}},
+		{name: "ini-two-cidrs", families: "ipv6,ipv4", ini: true, labels: true, nodes: map[string]string{
+			"internalNetworkSubnetCidr": "10.20.0.0/16,fd00::/8", "excludeInternalNetworkSubnetCidr": "10.20.0.5/32"}},
 	}
 }
 
 // config writes the rule set as a cloud-config for the fleet.
 func (r ruleSet) config(f *vcsim.Fleet) string {
+	if r.ini {
+		return r.iniConfig(f)
+	}
 	var b strings.Builder
 	b.WriteString("global:\n  port: 443\n")
 	if r.labels {
@@ -220,6 +252,40 @@ func (r ruleSet) config(f *vcsim.Fleet) string {
 	for _, v := range f.VCenters {
 		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    caFile: %s\n    user: %s\n    password: %s\n    datacenters: [%s]\n    ipFamily: %s\n",
 			v.Name, v.Host, v.Port, v.CAFile, v.User, v.Password, strings.Join(v.Datacenters, ", "), r.families)
+	}
+	return b.String()
+}
+
+// iniConfig is the rule set as the legacy INI vsphere.conf.
+func (r ruleSet) iniConfig(f *vcsim.Fleet) string {
+	var b strings.Builder
+	b.WriteString("[Global]\nport = \"443\"\n")
+	for _, v := range f.VCenters {
+		fmt.Fprintf(&b, "\n[VirtualCenter %q]\nserver = %q\nport = \"%d\"\nca-file = %q\nuser = %q\npassword = %q\ndatacenters = %q\nip-family = %q\n",
+			v.Name, v.Host, v.Port, v.CAFile, v.User, v.Password, strings.Join(v.Datacenters, ","), r.families)
+	}
+	if r.labels {
+		fmt.Fprintf(&b, "\n[Labels]\nzone = %q\nregion = %q\n", vcsim.ZoneCategory, vcsim.RegionCategory)
+	}
+	if len(r.nodes) > 0 {
+		b.WriteString("\n[Nodes]\n")
+		for _, k := range sortedKeys(r.nodes) {
+			fmt.Fprintf(&b, "%s = %q\n", kebab(k), r.nodes[k])
+		}
+	}
+	return b.String()
+}
+
+// kebab is the INI spelling of a YAML key (internalNetworkSubnetCidr:
+// internal-network-subnet-cidr).
+func kebab(k string) string {
+	var b strings.Builder
+	for _, c := range k {
+		if c >= 'A' && c <= 'Z' {
+			b.WriteByte('-')
+			c += 'a' - 'A'
+		}
+		b.WriteRune(c)
 	}
 	return b.String()
 }

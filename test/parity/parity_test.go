@@ -128,11 +128,14 @@ func TestParity(t *testing.T) {
 	for _, r := range ruleSets() {
 		t.Run(r.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "vsphere.yaml")
+			if r.ini {
+				path = filepath.Join(filepath.Dir(path), "vsphere.conf")
+			}
 			if err := os.WriteFile(path, []byte(r.config(fleet)), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			refp := startReference(ctx, t, ref, path)
-			o := startOurs(ctx, t, path)
+			refp := startReference(ctx, t, ref, path, r.env)
+			o := startOurs(ctx, t, path, r.env)
 			n := 0
 			for _, c := range cases {
 				n += diff(t, r.name, c, refp.ask(c, true), ask(ctx, o, c))
@@ -149,8 +152,8 @@ func TestParity(t *testing.T) {
 		if err := os.WriteFile(path, []byte(r.config(fleet)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		refp := startReference(ctx, t, ref, path)
-		o := startOurs(ctx, t, path)
+		refp := startReference(ctx, t, ref, path, nil)
+		o := startOurs(ctx, t, path, nil)
 		byLayout := map[string]nodeCase{}
 		for _, c := range cases {
 			if strings.HasSuffix(c.name, "/initialized") {
@@ -217,9 +220,9 @@ func checkGuestOSTable(t *testing.T, ref string) {
 }
 
 // startReference runs the reference's node code for one config.
-func startReference(ctx context.Context, t *testing.T, bin, config string) *refProc {
+func startReference(ctx context.Context, t *testing.T, bin, config string, env []string) *refProc {
 	t.Helper()
-	p, err := refwire.Start(ctx, bin, config)
+	p, err := refwire.Start(ctx, bin, config, env...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +248,7 @@ func (r *refProc) ask(c nodeCase, register bool) answer {
 // and without SKIP_NODE_DELETION.
 type ours struct{ plain, skip *provider.Provider }
 
-func startOurs(ctx context.Context, t *testing.T, path string) ours {
+func startOurs(ctx context.Context, t *testing.T, path string, env []string) ours {
 	t.Helper()
 	start := func(env []string) *provider.Provider {
 		cfg, _, err := config.Load(path, config.Options{Env: env})
@@ -265,7 +268,7 @@ func startOurs(ctx context.Context, t *testing.T, path string) ours {
 		}
 		return p
 	}
-	return ours{plain: start(nil), skip: start([]string{"SKIP_NODE_DELETION=true"})}
+	return ours{plain: start(env), skip: start(append(slices.Clip(env), "SKIP_NODE_DELETION=true"))}
 }
 
 func ask(ctx context.Context, o ours, c nodeCase) answer {

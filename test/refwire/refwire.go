@@ -107,12 +107,13 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// Start runs refnode with the cloud-config at config. The reference
-// refuses several IP families without its feature gate, which every
-// dual-stack user of it sets: it is set.
-func Start(ctx context.Context, bin, config string) (*Proc, error) {
+// Start runs refnode with the cloud-config at config, and env (KEY=VALUE)
+// added to the environment. The reference refuses several IP families
+// without its feature gate, which every dual-stack user of it sets: it is
+// set.
+func Start(ctx context.Context, bin, config string, env ...string) (*Proc, error) {
 	p := &Proc{cmd: exec.CommandContext(ctx, bin, "-config", config)}
-	p.cmd.Env = append(os.Environ(), "ENABLE_ALPHA_DUAL_STACK=1")
+	p.cmd.Env = append(append(os.Environ(), "ENABLE_ALPHA_DUAL_STACK=1"), env...)
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err

@@ -26,8 +26,8 @@ import (
 // server cancels the request's context when the connection closes) with
 // CancelWaitForUpdates, and holds a second poll of the same collector until
 // the first has returned. It also ends a session's polls before the
-// session logs out or destroys a collector or filter: the simulator panics
-// in a poll whose filter is gone.
+// session logs out, and a collector's before it is destroyed: the
+// simulator panics in a poll whose filter is gone.
 type pollGuard struct {
 	next http.HandlerFunc // the simulator's ServeSDK
 
@@ -53,7 +53,7 @@ const cancelRetry = 50 * time.Millisecond
 // endsPolls the requests that end a session's collectors or filters.
 var (
 	waitForUpdatesThis = regexp.MustCompile(`<WaitForUpdatesEx[^>]*>\s*<_this[^>]*>([^<]+)</_this>`)
-	endsPolls          = regexp.MustCompile(`<(Logout|DestroyPropertyCollector|DestroyPropertyFilter)[\s>]`)
+	endsPolls          = regexp.MustCompile(`<(Logout[\s/>]|DestroyPropertyCollector[^>]*>\s*<_this[^>]*>([^<]+)</_this>)`)
 )
 
 func newPollGuard(next http.HandlerFunc) *pollGuard {
@@ -71,8 +71,10 @@ func (g *pollGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	session := r.Header.Get("Cookie") + "\x00"
 	m := waitForUpdatesThis.FindSubmatch(body)
 	if m == nil {
-		if endsPolls.Match(body) {
-			g.end(session)
+		if e := endsPolls.FindSubmatch(body); e != nil {
+			// A logout ends every collector of the session; a destroyed
+			// collector, its own.
+			g.end(session + string(e[2]))
 		}
 		g.next(w, r)
 		return
@@ -84,28 +86,34 @@ func (g *pollGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // this poll's own client is gone: nobody to answer
 	}
 	served := make(chan struct{})
+	watched := make(chan struct{})
 	// Deferred: should the simulator panic in the poll anyway (net/http
-	// recovers it), the collector must not stay held.
+	// recovers it), the collector must not stay held. The watcher is done
+	// before the collector is released: a late cancel would end the next
+	// poll (the simulator keeps the last poll's cancel function).
 	defer g.release(key, p)
+	defer func() { <-watched }()
 	defer close(served)
 	go func() {
+		defer close(watched)
 		select {
 		case <-served:
+			return
 		case <-r.Context().Done():
-			g.cancel(r, this, served)
 		case <-p.stop:
-			g.cancel(r, this, served)
 		}
+		g.cancel(r, this, served)
 	}()
 	g.next(w, r)
 }
 
-// end cancels the polls of a session and waits until they have returned.
-func (g *pollGuard) end(session string) {
+// end cancels the polls whose key starts with prefix (a session, or a
+// session's collector) and waits until they have returned.
+func (g *pollGuard) end(prefix string) {
 	g.mu.Lock()
 	var polls []*running
 	for k, p := range g.busy {
-		if strings.HasPrefix(k, session) {
+		if strings.HasPrefix(k, prefix) {
 			polls = append(polls, p)
 		}
 	}
@@ -162,6 +170,11 @@ func (g *pollGuard) cancel(r *http.Request, this string, served <-chan struct{})
 	tick := time.NewTicker(cancelRetry)
 	defer tick.Stop()
 	for {
+		select {
+		case <-served: // returned by itself meanwhile: a cancel now would hit the next poll
+			return
+		default:
+		}
 		req := httptest.NewRequest(http.MethodPost, r.URL.Path, bytes.NewReader([]byte(body)))
 		req.Header = r.Header.Clone()
 		req.ContentLength = int64(len(body))
