@@ -48,18 +48,28 @@ func TestNodesInitialized(t *testing.T) {
 }
 
 // TestGhostNode: a Node whose VM exists in no vCenter gets a VMNotFound
-// event, never a guess, and (every vCenter answered) is deleted.
+// event, never a guess; it was never initialized (no vsphere://
+// providerID: bare metal or another cloud's machine in a hybrid cluster),
+// so it is not this provider's to delete, and it is kept, as the reference
+// keeps it.
 func TestGhostNode(t *testing.T) {
 	h := setup(t)
-	h.startCCM()
+	c := h.startCCM()
 	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, "ghost-node", "4299FFFF-0000-4000-8000-000000000000"))
 	h.waitEvent(t, "ghost-node", "VMNotFound", "ghost-node")
-	poll.NoError(t, "ghost node deleted", 30*time.Second, func() error {
-		if _, err := h.node("ghost-node"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
+	n, err := h.node("ghost-node")
+	must.OK(t, err)
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletNotReady"}}
+	_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, n, metav1.UpdateOptions{})
+	must.OK(t, err)
+	// Sync point: two lifecycle verdicts on it, every vCenter healthy.
+	poll.True(t, "two lifecycle passes", func() bool {
+		return c.metric(t, `vsphere_ccm_vm_absence_verdicts_total{verdict="unproven"}`) >= 2
 	})
+	if _, err := h.node("ghost-node"); err != nil {
+		t.Fatalf("a Node without a vsphere:// providerID was deleted: %v", err)
+	}
+	h.waitEvent(t, "ghost-node", "VMNotFound", "absence is not proven", "no vsphere:// providerID")
 }
 
 // TestPowerOff: a powered-off VM's Node gets the shutdown taint and loses
@@ -125,10 +135,12 @@ func TestDestroyedVM(t *testing.T) {
 }
 
 // TestAbsenceNeedsProof: NotReady Nodes whose VMs cannot be found are
-// deleted only on proof. One has a systemUUID that no VM has, the other
-// none at all (only its name could find a VM). While vc-b is down neither
-// is deleted; once it is back the first is (its absence is proven by BIOS
-// UUID in every vCenter), the second never is (a miss by name is no proof).
+// deleted only on proof. One was initialized (its providerID names a BIOS
+// UUID no VM has any more), the other never was (no providerID; only its
+// name could find a VM). While vc-b is down neither is deleted; once it is
+// back the first is (its absence is proven by BIOS UUID in every
+// vCenter), the second never is (not this provider's Node; a miss by name
+// is no proof).
 func TestAbsenceNeedsProof(t *testing.T) {
 	h := setup(t)
 	b := h.fleet.VCenter("vc-b")
@@ -137,6 +149,11 @@ func TestAbsenceNeedsProof(t *testing.T) {
 	const byUUID, byName = "uuid-unknown", "name-only"
 	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, byUUID, "4299EEEE-0000-4000-8000-000000000000"))
 	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, byName, ""))
+	n, err := h.node(byUUID)
+	must.OK(t, err)
+	n.Spec.ProviderID = "vsphere://4299eeee-0000-4000-8000-000000000000"
+	_, err = h.kube.CoreV1().Nodes().Update(h.ctx, n, metav1.UpdateOptions{})
+	must.OK(t, err)
 	for _, name := range []string{byUUID, byName} {
 		n, err := h.node(name)
 		must.OK(t, err)
@@ -161,7 +178,7 @@ func TestAbsenceNeedsProof(t *testing.T) {
 		}
 		return nil
 	})
-	h.waitEvent(t, byName, "VMNotFound", "absence is not proven", "a miss by VM name or guest host name is no proof")
+	h.waitEvent(t, byName, "VMNotFound", "absence is not proven", "no vsphere:// providerID")
 	// Sync point: two verdicts on the name-only Node with every vCenter
 	// healthy; it must still be there.
 	poll.True(t, "two lifecycle passes", func() bool {
