@@ -30,9 +30,9 @@ import (
 // hack/refnode's module) on VMs with several NICs, IPv6, a VIP and static
 // addresses in guestinfo.metadata, switched to this CCM with the same
 // config: no Node is written over many node status passes (SWITCH_PASSES,
-// default 60, one per second: the count ten minutes of the default 10 s
-// passes give); a Node registered after the switch gets what the
-// reference's own code answers for it.
+// default 60, every SWITCH_EVERY, default 1s: the count of ten minutes of
+// 10 s passes; SWITCH_EVERY=10s runs the ten minutes); a Node registered
+// after the switch gets what the reference's own code answers for it.
 func TestSwitchFromReference(t *testing.T) {
 	h := setupFleet(t, vcsim.Spec{Name: "vc-a", Clusters: 2, Hosts: 2, VMs: 3}, vcsim.Spec{Name: "vc-b", Hosts: 2, VMs: 3})
 	refCCM, err := refwire.Build(h.ctx, h.root, "k8s.io/cloud-provider-vsphere/cmd/vsphere-cloud-controller-manager", t.TempDir(), "reference-ccm")
@@ -81,10 +81,15 @@ func TestSwitchFromReference(t *testing.T) {
 		passes, err = strconv.Atoi(s)
 		must.OK(t, err)
 	}
-	c := h.startCCM("--node-status-update-frequency=1s")
+	every := time.Second
+	if s := os.Getenv("SWITCH_EVERY"); s != "" {
+		every, err = time.ParseDuration(s)
+		must.OK(t, err)
+	}
+	c := h.startCCM("--node-status-update-frequency=" + every.String())
 	must.OK(t, c.WaitHealthy(h.ctx))
 	calls := `vsphere_ccm_instance_calls_total{method="InstanceMetadata"}`
-	poll.NoError(t, fmt.Sprintf("%d node status passes", passes), time.Duration(passes)*5*time.Second+time.Minute, func() error {
+	poll.NoError(t, fmt.Sprintf("%d node status passes", passes), time.Duration(passes)*(every+4*time.Second)+time.Minute, func() error {
 		if got := c.metric(t, calls); got < float64(passes*len(before)) {
 			return fmt.Errorf("%.0f InstanceMetadata calls", got)
 		}
