@@ -14,6 +14,7 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 func runCmd(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
@@ -24,8 +25,7 @@ func runCmd(t *testing.T, env []string, args ...string) (code int, stdout, stder
 }
 
 func TestValidateExamples(t *testing.T) {
-	files, _ := filepath.Glob("../../config-examples/*")
-	for _, f := range files {
+	for _, f := range must.Glob(t, "../../config-examples/*") {
 		code, out, stderr := runCmd(t, nil, "config", "validate", f)
 		if code != 0 {
 			t.Errorf("validate %s: exit %d\n%s", f, code, stderr)

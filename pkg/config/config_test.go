@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files of testdata/invalid")
@@ -36,8 +37,7 @@ func mustParse(t *testing.T, file string, opts Options) *Config {
 // Every invalid fixture fails with exactly the diagnostics in its .golden
 // file: positions, field paths and messages.
 func TestInvalidFixtures(t *testing.T) {
-	files, _ := filepath.Glob("testdata/invalid/*")
-	for _, f := range files {
+	for _, f := range must.Glob(t, "testdata/invalid/*") {
 		if strings.HasSuffix(f, ".golden") {
 			continue
 		}
@@ -224,7 +224,7 @@ func TestValidFixtures(t *testing.T) {
 
 // Every file in config-examples/ loads without error.
 func TestConfigExamples(t *testing.T) {
-	files, _ := filepath.Glob("../../config-examples/*")
+	files := must.Glob(t, "../../config-examples/*")
 	if len(files) < 5 {
 		t.Fatalf("expected at least 5 examples, found %v", files)
 	}
@@ -258,9 +258,7 @@ func TestLegacyINIMatchesStretchedYAML(t *testing.T) {
 
 // INI or YAML -> model -> YAML -> model is the identity, passwords aside.
 func TestRoundTrip(t *testing.T) {
-	files, _ := filepath.Glob("testdata/valid/*")
-	examples, _ := filepath.Glob("../../config-examples/*")
-	for _, f := range append(files, examples...) {
+	for _, f := range append(must.Glob(t, "testdata/valid/*"), must.Glob(t, "../../config-examples/*")...) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			cfg := mustParse(t, f, Options{})
 			assertRoundTrip(t, cfg)

@@ -3,15 +3,15 @@ package config
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 func addSeeds(f *testing.F, patterns ...string) {
 	for _, p := range patterns {
-		files, _ := filepath.Glob(p)
-		for _, file := range files {
+		for _, file := range must.Glob(f, p) {
 			if data, err := os.ReadFile(file); err == nil {
 				f.Add(data)
 			}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
 // The migration corpus (testdata/migration): every cloud-config that
@@ -80,7 +82,7 @@ func readCorpus(t *testing.T) []corpusEntry {
 	if err := yaml.UnmarshalStrict(data, &entries); err != nil {
 		t.Fatalf("MANIFEST.yaml: %v", err)
 	}
-	files, _ := filepath.Glob("testdata/migration/*")
+	files := must.Glob(t, "testdata/migration/*")
 	listed := map[string]bool{}
 	for _, e := range entries {
 		listed[e.File] = true
