@@ -114,6 +114,13 @@ Operator commands:
 		if !ok {
 			return exitError{1}
 		}
+		if !genericcontrollermanager.IsControllerEnabled(nodetopology.Name, app.ControllersDisabledByDefault, opts.Generic.Controllers) {
+			if err := needsNodeTopology(cfg); err != nil {
+				return fmt.Errorf("%w: add %s to --controllers (or use --controllers=*), or remove the field", err, nodetopology.Name)
+			}
+			fmt.Fprintf(stderr, "warning: --controllers=%s leaves out %s: Nodes waiting for a vCenter that returns wait for the framework's per-Node retry (tens of seconds) instead of being initialized within seconds, and placement and drift are not followed after initialization; add it to the list to keep them\n",
+				strings.Join(opts.Generic.Controllers, ","), nodetopology.Name)
+		}
 		if cfg.Nodes.SkipNodeDeletion {
 			fmt.Fprintf(stderr, "%s is set: no Node is deleted because its VM is gone (the reference CCM's switch; any value counts, even false)\n", config.SkipNodeDeletionEnv)
 		}
@@ -179,4 +186,18 @@ func capVModule(v string) (string, bool) {
 		out = append(out, pattern+"="+strconv.Itoa(n))
 	}
 	return strings.Join(out, ","), changed
+}
+
+// needsNodeTopology is an error naming the first config field that only
+// the node-topology controller carries out.
+func needsNodeTopology(cfg *config.Config) error {
+	switch {
+	case cfg.Nodes.OutOfService.Enabled:
+		return fmt.Errorf("nodes.outOfService.enabled is true, but the %s controller that adds the taint is not enabled", nodetopology.Name)
+	case len(cfg.Labels.Placement) > 0:
+		return fmt.Errorf("labels.placement is set, but the %s controller that keeps the placement labels current is not enabled", nodetopology.Name)
+	case cfg.Labels.OnDrift != "" && cfg.Labels.OnDrift != config.DriftKeep:
+		return fmt.Errorf("labels.onDrift is %s, but the %s controller that acts on drift is not enabled", cfg.Labels.OnDrift, nodetopology.Name)
+	}
+	return nil
 }

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
+)
+
+// An explicit --controllers list without node-topology never loses its
+// features silently: a config that asks for one is refused, naming the
+// flag and the field; otherwise a warning says what is lost.
+func TestControllersWithoutNodeTopology(t *testing.T) {
+	dir := t.TempDir()
+	base := "vcenter:\n  a:\n    server: vc-a.example.com\n    user: u\n    password: p\n"
+	preRun := func(cfg string, controllers string) (string, error) {
+		path := filepath.Join(dir, "c.yaml")
+		must.OK(t, os.WriteFile(path, []byte(base+cfg), 0o600))
+		var stderr bytes.Buffer
+		cmd, closeFn, err := newCCMCommand(nil, &stderr, make(chan struct{}))
+		must.OK(t, err)
+		defer closeFn()
+		must.OK(t, cmd.ParseFlags([]string{"--cloud-config=" + path, "--controllers=" + controllers}))
+		err = cmd.PreRunE(cmd, nil)
+		return stderr.String(), err
+	}
+	for _, tc := range []struct{ cfg, field string }{
+		{"nodes:\n  outOfService:\n    enabled: true\n", "nodes.outOfService.enabled"},
+		{"labels:\n  placement: [host]\n", "labels.placement"},
+		{"labels:\n  onDrift: relabel\n", "labels.onDrift"},
+	} {
+		_, err := preRun(tc.cfg, "cloud-node-controller,cloud-node-lifecycle-controller")
+		if err == nil || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), "--controllers") {
+			t.Errorf("%s without node-topology: %v; want an error naming the field and --controllers", tc.field, err)
+		}
+	}
+	stderr, err := preRun("", "cloud-node-controller,cloud-node-lifecycle-controller")
+	if err != nil || !strings.Contains(stderr, "warning: --controllers=cloud-node-controller,cloud-node-lifecycle-controller leaves out node-topology") {
+		t.Errorf("no features asked: %v; stderr %q; want a warning saying what is lost", err, stderr)
+	}
+}
