@@ -138,7 +138,7 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 	}
 	for _, vm := range vms {
 		pl := Placement{VM: vm.Name, UUID: vm.UUID, VCenter: vm.VCenter, Datacenter: vm.Datacenter, PowerState: string(vm.PowerState),
-			InstanceType: topology.Value{Value: InstanceType(vm), From: "generated from the VM's CPUs, memory and guest OS"}}
+			InstanceType: topology.Value{Value: InstanceType(vm), From: "the VM's CPUs, memory and guest OS (the reference CCM's format)"}}
 		if ix := p.inv.Index(vm.VCenter); ix != nil {
 			for _, o := range ix.Ancestors(vm.Host) {
 				switch o.Ref.Type {
@@ -220,8 +220,8 @@ func (p *Provider) deletionsHeld(nodes []v1.Node) []string {
 	return out
 }
 
-// nodeDrift returns the drift this process saw on InstanceMetadata calls
-// and the drift of the given Nodes (for the explain command).
+// nodeDrift returns the drift this process recorded and the drift of the
+// given Nodes (for the explain command).
 func (p *Provider) nodeDrift(ctx context.Context, nodes []v1.Node) []Drift {
 	out := p.drifts.all()
 	for i := range nodes {

@@ -112,7 +112,7 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 // Start starts, for every vCenter on its own, the credential watch, the
 // connection, the inventory and the tag cache, and returns at once: it
 // waits for no vCenter. kube reads Secrets (nil when none is configured)
-// and touches Nodes that wait for a vCenter (see waiting). It fails only
+// and lists Nodes (their vCenter labels, before an absence is proven). It fails only
 // when Secrets are configured without a client; it may then be called
 // again. Once it has succeeded, it does nothing.
 func (p *Provider) Start(ctx context.Context, kube kubernetes.Interface) error {
