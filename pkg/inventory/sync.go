@@ -96,7 +96,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 // retryBackoff paces retries of failed update rounds on a vCenter that is
 // up (a fault, not an outage): 1s doubling to 10s.
 func retryBackoff() *wait.Backoff {
-	return &wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 10 * time.Second}
+	return vcenter.Backoff(time.Second, 10*time.Second)
 }
 
 // isTransient reports whether a failed round may be retried on the same

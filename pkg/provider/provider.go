@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -305,7 +304,7 @@ func (p *Provider) providerID(vm inventory.VM) string { return providerid.For(vm
 
 // startRetry paces new attempts of a failed start: 1s doubling to 1m.
 func startRetry() wait.Backoff {
-	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
+	return *vcenter.Backoff(time.Second, time.Minute)
 }
 
 // Initialize is called by the framework before the controllers start. It

@@ -106,7 +106,7 @@ func (c *Cache) Run(ctx context.Context, interval time.Duration) {
 }
 
 func retryBackoff(limit time.Duration) *wait.Backoff {
-	return &wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: max(limit, time.Second)}
+	return vcenter.Backoff(time.Second, max(limit, time.Second))
 }
 
 // Status reports whether the cache has been filled once, when it was last

@@ -81,7 +81,7 @@ func (c *Client) run(ctx context.Context) {
 
 // backoff is the wait between attempts to reach a vCenter that is down.
 func (c *Client) backoff() *wait.Backoff {
-	return &wait.Backoff{Duration: c.opts.RetryMin, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: c.opts.RetryMax}
+	return Backoff(c.opts.RetryMin, c.opts.RetryMax)
 }
 
 // attempt brings the client to Connected if it can: it probes the

@@ -2,8 +2,18 @@ package vcenter
 
 import (
 	"context"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
+
+// Backoff is the one retry pacing of this CCM's loops (a vCenter that is
+// down, a failed inventory round, a tag refresh, the provider's start):
+// min doubling to max, with 10% jitter, for as long as the loop runs.
+func Backoff(min, max time.Duration) *wait.Backoff {
+	return &wait.Backoff{Duration: min, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: max}
+}
 
 // Pause is the wait between two rounds of a loop that follows a vCenter
 // (the inventory's updates, the tag refreshes): until ctx ends, wake is
