@@ -1,0 +1,175 @@
+package provider
+
+// The InstancesV2 answers: a Node's VM found (FindVM), its metadata
+// (InstanceMetadata, and Preview without effects) and power
+// (InstanceShutdown). InstanceExists, with the proof of absence it needs,
+// is in exists.go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
+)
+
+// FindVM finds the VM of a node: by providerID when set, else by the
+// configured lookup order (systemUUID, VM name, guest host name). A method
+// that cannot tell (vCenter down, ambiguity) stops the search: a weaker
+// method must not pick another VM.
+func (p *Provider) FindVM(ctx context.Context, node *v1.Node) (inventory.VM, error) {
+	vm, err := p.findVM(ctx, node)
+	if p.opts.Metrics != nil {
+		p.opts.Metrics.lookup(err)
+	}
+	return vm, err
+}
+
+func (p *Provider) findVM(ctx context.Context, node *v1.Node) (inventory.VM, error) {
+	if !p.ready() {
+		return inventory.VM{}, p.notReady()
+	}
+	if id := node.Spec.ProviderID; id != "" {
+		uuid, err := providerid.UUID(id)
+		if err != nil {
+			return inventory.VM{}, fmt.Errorf("node %s: %w", node.Name, err)
+		}
+		vm, err := p.inv.FindByUUID(ctx, uuid)
+		if err != nil {
+			return vm, fmt.Errorf("node %s (providerID %s): %w", node.Name, id, err)
+		}
+		return vm, nil
+	}
+	var misses []string
+	searched := false // whether any method could ask the inventory
+	for _, m := range p.cfg.Nodes.LookupOrder {
+		var vm inventory.VM
+		var err error
+		switch m {
+		case config.LookupUUID:
+			su := node.Status.NodeInfo.SystemUUID
+			if su == "" {
+				misses = append(misses, "no systemUUID reported yet")
+				continue
+			}
+			vm, err = p.inv.FindByUUID(ctx, su)
+		case config.LookupVMName:
+			vm, err = p.inv.FindByName(ctx, node.Name)
+		case config.LookupGuestHostname:
+			vm, err = p.inv.FindByGuestHostname(ctx, node.Name)
+		}
+		searched = true
+		if err == nil {
+			return vm, nil
+		}
+		if !errors.Is(err, inventory.ErrNotFound) {
+			return vm, fmt.Errorf("node %s: %w", node.Name, err)
+		}
+		misses = append(misses, err.Error())
+	}
+	if !searched {
+		return inventory.VM{}, fmt.Errorf("node %s has no systemUUID yet and nodes.lookupOrder has no other method", node.Name)
+	}
+	return inventory.VM{}, &nodeNotFound{node: node.Name, misses: misses}
+}
+
+type nodeNotFound struct {
+	node   string
+	misses []string
+}
+
+func (e *nodeNotFound) Error() string {
+	return fmt.Sprintf("node %s: no VM found (%s); check nodes.lookupOrder, the VM name and the datacenters in the config", e.node, strings.Join(e.misses, "; "))
+}
+
+func (e *nodeNotFound) Is(target error) bool { return target == inventory.ErrNotFound }
+
+// InstanceShutdown is true for a VM that is powered off or suspended.
+func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	p.opts.Metrics.call("InstanceShutdown")
+	vm, err := p.FindVM(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	return vm.PowerState == types.VirtualMachinePowerStatePoweredOff || vm.PowerState == types.VirtualMachinePowerStateSuspended, nil
+}
+
+// InstanceMetadata returns the providerID, instance type, addresses, zone,
+// region and labels of the node's VM.
+func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	p.opts.Metrics.call("InstanceMetadata")
+	md, _, _, err := p.metadata(ctx, node)
+	p.events.warn(node, err, true)
+	p.waiting.note(node.Name, err)
+	return md, err
+}
+
+// Preview returns what InstanceMetadata would return for node, without
+// any of its effects: no event, no retry bookkeeping, no Node written
+// (migration preflight, one-shot tools).
+func (p *Provider) Preview(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	if !p.ready() {
+		return nil, p.notReady()
+	}
+	md, _, _, err := p.metadata(ctx, node)
+	return md, err
+}
+
+// metadata finds node's VM and computes its metadata; it has no effects.
+func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, inventory.VM, topology.Result, error) {
+	vm, err := p.FindVM(ctx, node)
+	if err != nil {
+		return nil, vm, topology.Result{}, err
+	}
+	vc, _ := p.cfg.VCenter(vm.VCenter)
+	addrs, err := Addresses(vm, p.cfg.Nodes, vc.IPFamilies)
+	if err != nil {
+		return nil, vm, topology.Result{}, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	topo, err := p.topo.Resolve(ctx, vm)
+	if err != nil {
+		return nil, vm, topo, fmt.Errorf("node %s (VM %s): %w", node.Name, vm.Location(), err)
+	}
+	id := node.Spec.ProviderID // immutable once set: answered as it is, as the reference does
+	if id == "" {
+		id = p.providerID(vm)
+	}
+	md := &cloudprovider.InstanceMetadata{
+		ProviderID:       id,
+		InstanceType:     InstanceType(vm),
+		NodeAddresses:    addrs,
+		AdditionalLabels: map[string]string{},
+	}
+	if topo.InstanceType != nil {
+		md.InstanceType = topo.InstanceType.Value
+	}
+	if topo.Zone != nil {
+		md.Zone = topo.Zone.Value
+	}
+	if topo.Region != nil {
+		md.Region = topo.Region.Value
+	}
+	for k, v := range topo.Labels {
+		md.AdditionalLabels[k] = v.Value
+	}
+	for k, v := range map[string]string{LabelVCenter: vm.VCenter, LabelDatacenter: vm.Datacenter} {
+		if len(validation.IsValidLabelValue(v)) == 0 {
+			md.AdditionalLabels[k] = v
+		}
+	}
+	for k, v := range placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm) {
+		if v != "" {
+			md.AdditionalLabels[k] = v
+		}
+	}
+	return md, vm, topo, nil
+}
