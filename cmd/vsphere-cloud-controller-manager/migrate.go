@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -28,79 +29,101 @@ func newMigrateCommand(ctx context.Context, env []string, stdout, stderr io.Writ
 		Use:   "migrate",
 		Short: "Prepare the switch from another vSphere CCM (kubernetes/cloud-provider-vsphere, in-tree)",
 	}
-	var (
-		cloudConfig, kubeconfig, output string
-		timeout                         time.Duration
-	)
+	o := &preflightOptions{env: env, stdout: stdout, stderr: stderr}
 	pre := &cobra.Command{
 		Use:   "preflight",
 		Short: "Compare every Node's providerID, zone, region, instance type and addresses with what this CCM would set",
 		Long: `Connects to the vCenters of a cloud-config (credentials from the Secrets it names,
 read with --kubeconfig, a secrets directory, or inline) and, for every Node of the
 cluster, compares what the running CCM set (providerID, GA and beta zone and
-region labels, instance type labels, addresses) with what this CCM would set.
-Nothing is written: no Node, no event. Kubernetes sets providerID and these
-labels only when it initializes a Node, so a providerID, zone or region that
-would differ stays on the Node and drifts: such differences, and Nodes whose VM
-is not found, block the switch. Exit status 0 when nothing blocks, 3 when
-something does, 1 on errors.`,
+region labels, instance type labels, addresses in order with the Hostname) with
+what this CCM would set. Nothing is written: no Node, no event. Kubernetes sets
+providerID and these labels only when it initializes a Node, so a providerID,
+zone or region that would differ stays on the Node and drifts: such
+differences, and Nodes whose VM is not found, block the switch. Exit status 0
+when nothing blocks, 3 when something does, 1 on errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			if cloudConfig == "" || kubeconfig == "" {
-				return fmt.Errorf("--cloud-config and --kubeconfig are required")
-			}
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o %q: use table or json", output)
-			}
-			cfg, ok := load(cloudConfig, env, stderr)
-			if !ok {
-				return exitError{1}
-			}
-			kube, err := kubeClient(kubeconfig)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.Background(), "preflight").V(1))
-			nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return fmt.Errorf("list Nodes: %w", err)
-			}
-			p, err := startOneShot(ctx, cfg, kube, provider.Options{})
-			if err != nil {
-				return err
-			}
-			defer p.Close()
-			r := preflightReport{Nodes: len(nodes.Items), Differences: []preflight.Difference{}}
-			for i := range nodes.Items {
-				n := &nodes.Items[i]
-				md, err := p.Preview(ctx, n)
-				r.Differences = append(r.Differences, preflight.Compare(n, md, err)...)
-			}
-			r.Blocking = preflight.Blocks(r.Differences)
-			if output == "json" {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			} else {
-				printPreflight(stdout, r)
-			}
-			if r.Blocking {
-				return exitError{3}
-			}
-			return nil
+			return o.Run(ctx)
 		},
 	}
-	f := pre.Flags()
-	f.StringVar(&cloudConfig, "cloud-config", "", "path of this CCM's cloud-config (YAML or INI; the reference's file works as it is)")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (Nodes, and the Secrets the config names)")
-	f.StringVarP(&output, "output", "o", "table", "table or json")
-	f.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
+	o.AddFlags(pre.Flags())
 	cmd.AddCommand(pre)
 	return cmd
+}
+
+// preflightOptions are the flags of `migrate preflight`.
+type preflightOptions struct {
+	cloudConfig, kubeconfig, output string
+	timeout                         time.Duration
+
+	env            []string
+	stdout, stderr io.Writer
+}
+
+func (o *preflightOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.cloudConfig, "cloud-config", "", "path of this CCM's cloud-config (YAML or INI; the reference's file works as it is)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (Nodes, and the Secrets the config names)")
+	f.StringVarP(&o.output, "output", "o", "table", "table or json")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+}
+
+func (o *preflightOptions) Validate() error {
+	if o.cloudConfig == "" || o.kubeconfig == "" {
+		return fmt.Errorf("--cloud-config and --kubeconfig are required")
+	}
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("-o %q: use table or json", o.output)
+	}
+	return nil
+}
+
+// Run compares every Node with what this CCM would set, through the
+// provider's Preview: the InstanceMetadata answer without its effects.
+func (o *preflightOptions) Run(ctx context.Context) error {
+	cfg, ok := load(o.cloudConfig, o.env, o.stderr)
+	if !ok {
+		return exitError{1}
+	}
+	kube, err := kubeClient(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	ctx = klog.NewContext(ctx, klog.LoggerWithName(klog.Background(), "preflight").V(1))
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list Nodes: %w", err)
+	}
+	p, err := startOneShot(ctx, cfg, kube, provider.Options{})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	r := preflightReport{Nodes: len(nodes.Items), Differences: []preflight.Difference{}}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		md, err := p.Preview(ctx, n)
+		r.Differences = append(r.Differences, preflight.Compare(n, md, err)...)
+	}
+	r.Blocking = preflight.Blocks(r.Differences)
+	if o.output == "json" {
+		enc := json.NewEncoder(o.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		printPreflight(o.stdout, r)
+	}
+	if r.Blocking {
+		return exitError{3}
+	}
+	return nil
 }
 
 func printPreflight(w io.Writer, r preflightReport) {
