@@ -124,20 +124,31 @@ func (p *Provider) Preview(ctx context.Context, node *v1.Node) (*cloudprovider.I
 	return md, err
 }
 
-// metadata finds node's VM and computes its metadata; it has no effects.
-func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, inventory.VM, topology.Result, error) {
+// locate finds node's VM and resolves its topology, without its
+// addresses: where it is does not depend on what its guest reports (a VM
+// whose Tools stopped still has a zone to follow). It has no effects.
+func (p *Provider) locate(ctx context.Context, node *v1.Node) (inventory.VM, topology.Result, error) {
 	vm, err := p.FindVM(ctx, node)
 	if err != nil {
-		return nil, vm, topology.Result{}, err
+		return vm, topology.Result{}, err
+	}
+	topo, err := p.topo.Resolve(ctx, vm)
+	if err != nil {
+		return vm, topo, fmt.Errorf("node %s (VM %s): %w", node.Name, vm.Location(), err)
+	}
+	return vm, topo, nil
+}
+
+// metadata finds node's VM and computes its metadata; it has no effects.
+func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, inventory.VM, topology.Result, error) {
+	vm, topo, err := p.locate(ctx, node)
+	if err != nil {
+		return nil, vm, topo, err
 	}
 	vc, _ := p.cfg.VCenter(vm.VCenter)
 	addrs, err := Addresses(vm, p.cfg.Nodes, vc.IPFamilies)
 	if err != nil {
-		return nil, vm, topology.Result{}, fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	topo, err := p.topo.Resolve(ctx, vm)
-	if err != nil {
-		return nil, vm, topo, fmt.Errorf("node %s (VM %s): %w", node.Name, vm.Location(), err)
+		return nil, vm, topo, fmt.Errorf("node %s: %w", node.Name, err)
 	}
 	id := node.Spec.ProviderID // immutable once set: answered as it is, as the reference does
 	if id == "" {

@@ -41,7 +41,7 @@ func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, err
 	if !p.ready() {
 		return Observation{}, p.notReady()
 	}
-	_, vm, res, err := p.metadata(ctx, node)
+	vm, res, err := p.locate(ctx, node)
 	if err != nil {
 		return Observation{}, err
 	}

@@ -156,7 +156,7 @@ func TestInstanceTypeFromTag(t *testing.T) {
 				t.Errorf("explain, tagged: %+v", pl.InstanceType)
 			}
 		case plain.Name:
-			if !strings.HasPrefix(pl.InstanceType.Value, "vsphere-vm.") || !strings.Contains(pl.InstanceType.From, "generated") {
+			if !strings.HasPrefix(pl.InstanceType.Value, "vsphere-vm.") || !strings.Contains(pl.InstanceType.From, "CPUs, memory and guest OS") {
 				t.Errorf("explain, untagged: %+v", pl.InstanceType)
 			}
 		}
