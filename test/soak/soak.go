@@ -137,7 +137,10 @@ func (s *soak) writeConfig(without string) error {
 	for _, v := range s.fleet.VCenters {
 		per[v.Name] = []string{"secretName: " + secretName(v.Name), "secretNamespace: kube-system"}
 	}
-	text := s.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 10s\n"+
+	// Tags have no change notification: the CCM re-reads them every
+	// tagRefreshInterval (default 5m). The settle window is 30 s, so a
+	// zone tag changed after the last refresh must be re-read within it.
+	text := s.fleet.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 10s\n  tagRefreshInterval: 10s\n"+
 		"labels:\n  zone: k8s-zone\n  region: k8s-region\n  onDrift: relabel\n", per) +
 		fmt.Sprintf("hostGroupZones:\n- cluster: %s\n  hostGroups:\n    site-a-hosts: zone-site-a\n    site-b-hosts: zone-site-b\n",
 			s.fleet.VCenter("vc-c").VMs[0].Cluster)
