@@ -44,7 +44,8 @@ test: unit fuzz rules parity e2e soak
 unit:
 	$(GO) test -race -count=1 ./...
 
-## parity: the reference CCM's own node code (hack/refnode) and this CCM on the same simulated VMs
+## parity: the reference CCM's own node code (hack/refnode) and vSphere CSI's own node-topology code
+## (hack/refcsi) against this CCM, on the same simulated VMs
 ## and configs; fails on any difference docs/migration.md does not list
 parity:
 	$(GO) test -tags parity -count=1 -timeout 20m -v -run TestParity ./test/parity
@@ -99,6 +100,7 @@ lint:
 	$(GO) vet -tags e2e ./test/e2e
 	$(GO) vet -tags parity ./test/parity
 	cd hack/refnode && $(GO) vet .
+	cd hack/refcsi && $(GO) vet .
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 fmt:

@@ -129,7 +129,10 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (_ *colle
 func (ix *Index) scope(ctx context.Context, c *vim25.Client) (roots, extra []types.ManagedObjectReference, err error) {
 	vc := ix.client.Config()
 	if len(vc.Datacenters) == 0 {
-		return []types.ManagedObjectReference{c.ServiceContent.RootFolder}, nil, nil
+		// A view holds what is below its root, not the root: the root
+		// folder is read on its own (a tag on it is on every host chain).
+		root := c.ServiceContent.RootFolder
+		return []types.ManagedObjectReference{root}, []types.ManagedObjectReference{root}, nil
 	}
 	f := find.NewFinder(c, false)
 	for _, name := range vc.Datacenters {

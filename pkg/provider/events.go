@@ -69,6 +69,8 @@ func reason(err error, notFoundIsProblem bool) string {
 	var ie *topology.InvalidTagError
 	var ae *topology.InvalidAttributeError
 	var me *topology.MissingTagError
+	var cm *topology.CSIMissingError
+	var ca *topology.CSIAmbiguousError
 	var ge *topology.GroupError
 	var nc *NotConfiguredError
 	switch {
@@ -80,9 +82,9 @@ func reason(err error, notFoundIsProblem bool) string {
 		return ReasonHostGroupZoneInvalid
 	case errors.Is(err, inventory.ErrAmbiguous):
 		return ReasonAmbiguousVM
-	case errors.As(err, &ce), errors.As(err, &ie), errors.As(err, &ae):
+	case errors.As(err, &ce), errors.As(err, &ie), errors.As(err, &ae), errors.As(err, &ca):
 		return ReasonTopologyConflict
-	case errors.As(err, &me):
+	case errors.As(err, &me), errors.As(err, &cm):
 		return ReasonTopologyTagMissing
 	case errors.Is(err, vcenter.ErrUnavailable):
 		return ReasonVCenterUnreachable

@@ -163,10 +163,14 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 		if opts.CSI {
 			csi, cerr := p.topo.CSI(ctx, vm)
 			pl.CSI = &CSIView{Zone: csi.Zone, Region: csi.Region}
-			if cerr != nil {
+			switch {
+			case cerr != nil:
 				pl.CSI.Error = cerr.Error()
-			}
-			if err == nil {
+				if err == nil && (res.Zone != nil || res.Region != nil) {
+					pl.CSI.Differences = []string{"the CCM sets a zone or region, vSphere CSI fails the Node: " + cerr.Error()}
+					note(&ex.CSIDifferences, fmt.Sprintf("VM %s: %s", vm.Location(), pl.CSI.Differences[0]))
+				}
+			case err == nil:
 				pl.CSI.Differences = topology.CSIDifferences(res, csi)
 				for _, d := range pl.CSI.Differences {
 					note(&ex.CSIDifferences, fmt.Sprintf("VM %s: %s", vm.Location(), d))

@@ -2,18 +2,36 @@ package topology
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 )
 
-// CSI resolves vm the way vSphere CSI does with the same zone and region
-// categories: the nearest tag of each on the VM's host chain (host,
-// cluster, host folders, datacenter and its folders), never the VM, its
-// folders, staticTopology or host groups. A category without a tag there
-// gives nil, where vSphere CSI reports "nodeVM does not have labels for the
-// following categories".
+// The CSI view follows vSphere CSI v3.7.0, the code make parity runs
+// (hack/refcsi), configured with topology-categories naming the CCM's zone
+// and region categories (the form vSphere CSI requires with several
+// vCenters; its legacy [Labels] zone and region, for one vCenter, needs
+// both and walks the same way): the syncer's CSINodeTopology reconciler
+// (pkg/syncer/cnsoperator/controller/csinodetopology/csinodetopology_controller.go:488-580)
+// calls VirtualMachine.GetTopologyLabels
+// (pkg/common/cns-lib/vsphere/virtualmachine.go:363-430), which walks the
+// ancestors of the VM's host, the host first, and sets every category it
+// finds a tag of on each object over the value found lower: a tag higher
+// up wins until every category has one, and the walk stops as soon as that
+// happens, even in the middle of an object's tags, which vCenter lists in
+// no set order. A category without a tag anywhere fails the whole lookup.
+//
+// The CCM computes the same, and says where CSI's answer depends on the
+// order in which vCenter lists tags instead of guessing one.
+
+// CSI resolves vm as vSphere CSI does with the same zone and region
+// categories: tags on the VM's host
+// chain only (host, cluster, host folders, datacenter and its folders),
+// never the VM, its folders, staticTopology or host groups. Where CSI
+// reports no topology the error says why; *CSIAmbiguousError is a tag
+// layout on which CSI's answer depends on vCenter's listing order.
 func (r *Resolver) CSI(ctx context.Context, vm inventory.VM) (Result, error) {
 	ix := r.inv.Index(vm.VCenter)
 	cache := r.caches[vm.VCenter]
@@ -23,23 +41,92 @@ func (r *Resolver) CSI(ctx context.Context, vm inventory.VM) (Result, error) {
 	if err := cache.Ensure(ctx); err != nil {
 		return Result{}, fmt.Errorf("VM %s: read tags: %w", vm.Location(), err)
 	}
-	chain := HostChain(ix, vm)
-	var res Result
-	var errs []error
-	for _, c := range []struct {
-		category, what string
-		out            **Value
-	}{{r.cfg.Labels.Zone, "labels.zone", &res.Zone}, {r.cfg.Labels.Region, "labels.region", &res.Region}} {
-		if c.category == "" {
+	return csiWalk(cache, vm, HostChain(ix, vm), r.cfg.Labels.Zone, r.cfg.Labels.Region)
+}
+
+// csiWalk is GetTopologyLabels on the cached tags of chain, host first,
+// for the zone and region categories that are set.
+func csiWalk(cache *Cache, vm inventory.VM, chain []inventory.Object, zoneCat, regionCat string) (Result, error) {
+	var cats []string
+	for _, c := range []string{zoneCat, regionCat} {
+		if c != "" && !slices.Contains(cats, c) {
+			cats = append(cats, c)
+		}
+	}
+	if len(cats) == 0 {
+		return Result{}, nil
+	}
+	found := map[string]*Value{}
+	for _, o := range chain {
+		here := map[string][]string{}
+		for _, c := range cats {
+			if names, _ := cache.tagsOn(o.Ref, c); len(names) > 0 {
+				here[c] = names
+			}
+		}
+		if len(here) == 0 {
 			continue
 		}
-		v, err := r.walk(cache, vm, chain, len(chain), c.category, c.what, false)
-		if err != nil {
-			errs = append(errs, err)
+		completes := true // every category still missing has a tag here
+		for _, c := range cats {
+			if _, ok := here[c]; found[c] == nil && !ok {
+				completes = false
+			}
 		}
-		*c.out = v
+		for _, c := range cats {
+			names := here[c]
+			switch {
+			case len(names) > 1:
+				// CSI keeps the last listed, or the first when it completes the set.
+				return Result{}, &CSIAmbiguousError{VCenter: vm.VCenter, VM: vm.Location(), Object: describe(o), Category: c, Candidates: names}
+			case len(names) == 1 && completes && found[c] != nil && found[c].Value != names[0]:
+				// The walk stops at the tag that completes the set: whether
+				// this one, listed before or after it, replaces the lower
+				// value depends on the order.
+				return Result{}, &CSIAmbiguousError{VCenter: vm.VCenter, VM: vm.Location(), Object: describe(o), Category: c, Candidates: []string{found[c].Value, names[0]}}
+			}
+		}
+		for _, c := range cats {
+			if names, ok := here[c]; ok && (found[c] == nil || !completes) {
+				found[c] = &Value{names[0], fmt.Sprintf("tag %s:%s on %s", c, names[0], describe(o)), SourceHostTag}
+			}
+		}
+		if completes {
+			break
+		}
 	}
-	return res, errors.Join(errs...)
+	var missing []string
+	for _, c := range cats {
+		if found[c] == nil {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		checked := make([]string, len(chain))
+		for i, o := range chain {
+			checked[i] = describe(o)
+		}
+		return Result{}, &CSIMissingError{VCenter: vm.VCenter, VM: vm.Location(), Categories: missing, Checked: checked}
+	}
+	var res Result
+	if zoneCat != "" {
+		res.Zone = found[zoneCat]
+	}
+	if regionCat != "" {
+		res.Region = found[regionCat]
+	}
+	return res, nil
+}
+
+func orList(s []string) string {
+	q := make([]string, len(s))
+	for i, v := range slices.Clone(s) {
+		q[i] = fmt.Sprintf("%q", v)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
 // CSIDifferences lists, for humans, where the zone and region the CCM

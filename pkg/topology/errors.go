@@ -72,6 +72,39 @@ func (e *MissingTagError) Error() string {
 // Is makes errors.Is(err, ErrTopology) true.
 func (e *MissingTagError) Is(target error) bool { return target == ErrTopology }
 
+// CSIMissingError: vSphere CSI finds no tag of these categories on the
+// VM's host chain and reports no topology for its Node.
+type CSIMissingError struct {
+	VCenter, VM string
+	Categories  []string
+	Checked     []string
+}
+
+func (e *CSIMissingError) Error() string {
+	return fmt.Sprintf("vCenter %q: VM %s: vSphere CSI finds no tag of categories %q on the VM's host chain (%s) and fails the Node with \"nodeVM ... does not have labels for the following categories\": tag the host, its cluster or the datacenter",
+		e.VCenter, e.VM, e.Categories, strings.Join(e.Checked, ", "))
+}
+
+// Is makes errors.Is(err, ErrTopology) true.
+func (e *CSIMissingError) Is(target error) bool { return target == ErrTopology }
+
+// CSIAmbiguousError: what vSphere CSI computes for the VM depends on the
+// order in which vCenter lists the tags of an object of its host chain
+// (two tags of one category, or tags of a category found lower and of the
+// last missing one on the same object).
+type CSIAmbiguousError struct {
+	VCenter, VM, Object, Category string
+	Candidates                    []string
+}
+
+func (e *CSIAmbiguousError) Error() string {
+	return fmt.Sprintf("vCenter %q: VM %s: vSphere CSI's %s is %s depending on the order in which vCenter lists the tags of %s: keep one tag of the category per object, and tag zone and region at different levels or on the same object only",
+		e.VCenter, e.VM, e.Category, orList(e.Candidates), e.Object)
+}
+
+// Is makes errors.Is(err, ErrTopology) true.
+func (e *CSIAmbiguousError) Is(target error) bool { return target == ErrTopology }
+
 func joinErrors(errs []error) error {
 	if len(errs) == 1 {
 		return errs[0]

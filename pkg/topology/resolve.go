@@ -224,7 +224,8 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	}
 	res, err := r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion)
 	var me *MissingTagError
-	if errors.As(err, &me) && !me.NoCategory {
+	var ce *CSIMissingError
+	if (errors.As(err, &me) && !me.NoCategory) || errors.As(err, &ce) {
 		// A tag may have been attached since the last refresh.
 		if again, rerr := cache.RefreshIfOlder(ctx, r.opts.MissRefreshAfter); again && rerr == nil {
 			res, err = r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion)
@@ -259,8 +260,18 @@ func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Obje
 		}
 		return v
 	}
-	res.Zone = resolve(staticZone, r.cfg.Labels.Zone, "labels.zone")
-	res.Region = resolve(staticRegion, r.cfg.Labels.Region, "labels.region")
+	if r.cfg.Labels.CSICompatible {
+		// Exactly what vSphere CSI computes (csi.go); config validation
+		// allows neither static zones nor host groups with it.
+		csi, err := csiWalk(cache, vm, chain, r.cfg.Labels.Zone, r.cfg.Labels.Region)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		res.Zone, res.Region = csi.Zone, csi.Region
+	} else {
+		res.Zone = resolve(staticZone, r.cfg.Labels.Zone, "labels.zone")
+		res.Region = resolve(staticRegion, r.cfg.Labels.Region, "labels.region")
+	}
 	for _, a := range r.cfg.Labels.Additional {
 		if a.Attribute != "" {
 			v, err := attribute(vm, a.Attribute)

@@ -8,7 +8,9 @@
 // InstanceExists and InstanceShutdown verdicts. A difference fails the
 // test unless it is one of the deliberate ones (known_test.go), which
 // docs/migration.md lists; a deliberate one the corpus no longer shows
-// fails it too, so the table stays in step.
+// fails it too, so the table stays in step. The same way, vSphere CSI's
+// own node-topology code (hack/refcsi) is the oracle for the CCM's CSI
+// view and labels.csiCompatible (csi_test.go).
 //
 //	make parity
 package parity

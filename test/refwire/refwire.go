@@ -1,8 +1,9 @@
-// Package refwire runs the reference CCM's own node code (hack/refnode,
-// k8s.io/cloud-provider-vsphere in a module of its own) for tests: it
-// builds hack/refnode's main packages and speaks refnode's wire format,
-// one JSON query and one JSON answer per line. The types mirror
-// hack/refnode's (the other side of the wire, which cannot import them).
+// Package refwire runs, for tests, the reference CCM's own node code
+// (hack/refnode, k8s.io/cloud-provider-vsphere in a module of its own) and
+// vSphere CSI's own node-topology code (hack/refcsi, likewise): it builds
+// their main packages and speaks their wire format, one JSON query and one
+// JSON answer per line. The types mirror theirs (the other side of the
+// wire, which cannot import them).
 package refwire
 
 import (
@@ -67,18 +68,22 @@ type Metadata struct {
 // or the reference CCM's k8s.io/cloud-provider-vsphere/cmd/...) into dir;
 // root is the repository's root.
 func Build(ctx context.Context, root, pkg, dir, name string) (string, error) {
+	return build(ctx, filepath.Join(root, "hack", "refnode"), pkg, dir, name)
+}
+
+func build(ctx context.Context, module, pkg, dir, name string) (string, error) {
 	bin := filepath.Join(dir, name)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-	cmd.Dir = filepath.Join(root, "hack", "refnode")
+	cmd.Dir = module
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s in hack/refnode: %w\n%s", pkg, err, out)
+		return "", fmt.Errorf("build %s in %s: %w\n%s", pkg, module, err, out)
 	}
 	return bin, nil
 }
 
-// Proc is one refnode process for one cloud-config: its caches warm, as
-// in a running CCM, across the questions asked of it.
+// Proc is one refnode or refcsi process for one config: its caches warm,
+// as in a running driver, across the questions asked of it.
 type Proc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -112,8 +117,12 @@ func (l *lockedBuffer) String() string {
 // without its feature gate, which every dual-stack user of it sets: it is
 // set.
 func Start(ctx context.Context, bin, config string, env ...string) (*Proc, error) {
-	p := &Proc{cmd: exec.CommandContext(ctx, bin, "-config", config)}
-	p.cmd.Env = append(append(os.Environ(), "ENABLE_ALPHA_DUAL_STACK=1"), env...)
+	return start(ctx, bin, []string{"-config", config}, append([]string{"ENABLE_ALPHA_DUAL_STACK=1"}, env...))
+}
+
+func start(ctx context.Context, bin string, args, env []string) (*Proc, error) {
+	p := &Proc{cmd: exec.CommandContext(ctx, bin, args...)}
+	p.cmd.Env = append(os.Environ(), env...)
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -135,17 +144,20 @@ func Start(ctx context.Context, bin, config string, env ...string) (*Proc, error
 // Ask asks about one Node, registering it first when register is set.
 func (p *Proc) Ask(node *v1.Node, register, skipNodeDeletion bool) (Answer, error) {
 	p.n++
-	if err := p.enc.Encode(Query{ID: fmt.Sprint(p.n), Node: *node, Register: register, SkipNodeDeletion: skipNodeDeletion}); err != nil {
-		return Answer{}, fmt.Errorf("refnode: %w\n%s", err, p.tail())
+	var a Answer
+	err := p.call(node.Name, Query{ID: fmt.Sprint(p.n), Node: *node, Register: register, SkipNodeDeletion: skipNodeDeletion}, &a)
+	return a, err
+}
+
+// call writes q and reads one answer into a.
+func (p *Proc) call(about string, q, a any) error {
+	if err := p.enc.Encode(q); err != nil {
+		return fmt.Errorf("%s: %w\n%s", p.cmd.Path, err, p.tail())
 	}
 	if !p.out.Scan() {
-		return Answer{}, fmt.Errorf("refnode gave no answer about %s: %v\n%s", node.Name, p.out.Err(), p.tail())
+		return fmt.Errorf("%s gave no answer about %s: %v\n%s", filepath.Base(p.cmd.Path), about, p.out.Err(), p.tail())
 	}
-	var a Answer
-	if err := json.Unmarshal(p.out.Bytes(), &a); err != nil {
-		return Answer{}, err
-	}
-	return a, nil
+	return json.Unmarshal(p.out.Bytes(), a)
 }
 
 // Close ends the process.

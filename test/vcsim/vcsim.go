@@ -462,6 +462,20 @@ func (v *VCenter) Datacenter(name string) types.ManagedObjectReference {
 	return types.ManagedObjectReference{}
 }
 
+// HostFolder is the host folder of the named datacenter (the parent of
+// its clusters and standalone hosts).
+func (v *VCenter) HostFolder(datacenter string) types.ManagedObjectReference {
+	if dc, ok := v.Model.Map().Get(v.Datacenter(datacenter)).(*simulator.Datacenter); ok {
+		return dc.HostFolder
+	}
+	return types.ManagedObjectReference{}
+}
+
+// RootFolder is the inventory's root folder.
+func (v *VCenter) RootFolder() types.ManagedObjectReference {
+	return v.Model.ServiceContent.RootFolder
+}
+
 // SetUUID changes a VM's BIOS UUID (the simulator's ReconfigVM does not
 // notify property collectors of it).
 func (v *VCenter) SetUUID(vm types.ManagedObjectReference, uuid string) {
