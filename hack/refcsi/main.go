@@ -150,5 +150,3 @@ func answer(ctx context.Context, cfg *cnsconfig.Config, q Query, timeout time.Du
 	}
 	return a
 }
-
-
