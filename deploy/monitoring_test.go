@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
@@ -66,7 +68,8 @@ func ccmMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	reg := metrics.NewKubeRegistry() // registration creates the lazy metrics
-	for _, c := range provider.NewMetrics().Collectors() {
+	// Every metric the command registers (cmd/.../ccm.go).
+	for _, c := range slices.Concat(provider.NewMetrics().Collectors(), nodetopology.NewMetrics().Collectors(), nodeevents.New(nil).Collectors()) {
 		reg.MustRegister(c)
 		ch := make(chan *prometheus.Desc, 10)
 		c.(interface{ Describe(chan<- *prometheus.Desc) }).Describe(ch)

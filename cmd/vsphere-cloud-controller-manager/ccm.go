@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,9 +22,11 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
+	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
@@ -36,7 +39,7 @@ var controllers = []string{names.CloudNodeController, names.CloudNodeLifecycleCo
 // controller manager like the framework's own: its name in --controllers,
 // on by default, started under leader election with the rest, on the
 // shared Node informer.
-func nodeTopologyController() app.ControllerInitFuncConstructor {
+func nodeTopologyController(ev *nodeevents.Recorder, m *nodetopology.Metrics) app.ControllerInitFuncConstructor {
 	return app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: nodetopology.ClientName},
 		Constructor: func(ic app.ControllerInitContext, cc *cloudconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
@@ -45,8 +48,13 @@ func nodeTopologyController() app.ControllerInitFuncConstructor {
 				if !ok || p == nil {
 					return nil, false, fmt.Errorf("%s: the cloud provider is not vSphere's", nodetopology.Name)
 				}
+				cfg := p.Config()
+				var vcenters []string
+				for _, vc := range cfg.VCenters {
+					vcenters = append(vcenters, vc.Name)
+				}
 				c, err := nodetopology.New(cc.ClientBuilder.ClientOrDie(ic.ClientName), cc.SharedInformers.Core().V1().Nodes(), p,
-					nodetopology.Options{OutOfService: p.Config().Nodes.OutOfService})
+					nodetopology.Options{OutOfService: cfg.Nodes.OutOfService, Events: ev, Metrics: m, VCenters: vcenters})
 				if err != nil {
 					return nil, false, err
 				}
@@ -75,7 +83,12 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}) (*cobra
 	for _, n := range controllers {
 		ctrls[n] = app.DefaultInitFuncConstructors[n]
 	}
-	ctrls[nodetopology.Name] = nodeTopologyController()
+	// One event recorder for the provider and the controller: an event is
+	// de-duplicated whoever sends it. Its sink starts with the framework's
+	// client (provider.Initialize).
+	events := nodeevents.New(clock.RealClock{})
+	topologyMetrics := nodetopology.NewMetrics()
+	ctrls[nodetopology.Name] = nodeTopologyController(events, topologyMetrics)
 	var prov *provider.Provider
 	cmd := app.NewCloudControllerManagerCommand(opts,
 		func(*cloudconfig.CompletedConfig) cloudprovider.Interface { return prov },
@@ -125,12 +138,12 @@ Operator commands:
 			fmt.Fprintf(stderr, "%s is set: no Node is deleted because its VM is gone (the reference CCM's switch; any value counts, even false)\n", config.SkipNodeDeletionEnv)
 		}
 		m := provider.NewMetrics()
-		for _, c := range m.Collectors() {
+		for _, c := range slices.Concat(m.Collectors(), topologyMetrics.Collectors(), events.Collectors()) {
 			if err := legacyregistry.Register(c); err != nil {
 				return fmt.Errorf("register metrics: %w", err)
 			}
 		}
-		p, err := provider.New(cfg, provider.Options{Metrics: m})
+		p, err := provider.New(cfg, provider.Options{Metrics: m, Events: events})
 		if err != nil {
 			return err
 		}

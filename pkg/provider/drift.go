@@ -3,8 +3,6 @@ package provider
 import (
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -77,56 +75,6 @@ func (p *Provider) nodeDriftOf(node *v1.Node, vm inventory.VM, res topology.Resu
 		}
 	}
 	return driftOf(node, vm.VCenter, host, res)
-}
-
-// drifts remembers the drifted Nodes, for the gauge and topology explain.
-type drifts struct {
-	mu    sync.Mutex
-	nodes map[string][]Drift // by Node name
-}
-
-func newDrifts() *drifts { return &drifts{nodes: map[string][]Drift{}} }
-
-// set replaces what is known about one Node (none: no drift).
-func (d *drifts) set(node string, list []Drift) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(list) == 0 {
-		delete(d.nodes, node)
-		return
-	}
-	d.nodes[node] = list
-}
-
-// forget drops a Node (deleted).
-func (d *drifts) forget(node string) { d.set(node, nil) }
-
-// perVCenter counts drifted Nodes by vCenter.
-func (d *drifts) perVCenter() map[string]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := map[string]int{}
-	for _, list := range d.nodes {
-		out[list[0].VCenter]++
-	}
-	return out
-}
-
-// all lists every drift, sorted by Node and label.
-func (d *drifts) all() []Drift {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []Drift
-	for _, list := range d.nodes {
-		out = append(out, list...)
-	}
-	slices.SortFunc(out, func(a, b Drift) int {
-		if c := strings.Compare(a.Node, b.Node); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Label, b.Label)
-	})
-	return out
 }
 
 // Labels returns the GA and the beta label of the Drift's dimension (zone

@@ -83,7 +83,7 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 		return true, nil
 	}
 	if !errors.Is(err, inventory.ErrNotFound) {
-		p.events.warn(node, err, false)
+		p.warn(node, err, false)
 		return false, err
 	}
 	log := klog.FromContext(ctx).WithValues("node", node.Name)
@@ -93,7 +93,7 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 		p.countVerdict(VerdictUnproven)
 		uerr := &UnprovenAbsenceError{Node: node.Name, Proof: perr, Cause: err}
 		log.Info("VM of node not found, absence not proven; keeping the Node", "detail", uerr)
-		p.events.warn(node, uerr, true)
+		p.warn(node, uerr, true)
 		return false, uerr
 	case p.cfg.Nodes.SkipNodeDeletion:
 		// As the reference: "not found" as an error, so the Node is kept.
@@ -133,7 +133,7 @@ func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, er
 		return nil, fmt.Errorf("the Node has no %s providerID: only Nodes this provider initialized are ever reported gone", providerid.Prefix)
 	}
 	uuid, _ := providerid.UUID(node.Spec.ProviderID)
-	if err := p.labelledInScope(node); err != nil {
+	if err := p.InScope(node); err != nil {
 		return nil, err
 	}
 	if err := p.othersInScope(ctx); err != nil {
@@ -158,9 +158,12 @@ func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, er
 	return names, nil
 }
 
-// labelledInScope checks that the vCenter and datacenter the Node's
-// labels name (set at initialization: where its VM was) are configured.
-func (p *Provider) labelledInScope(node *v1.Node) error {
+// InScope checks that the vCenter and datacenter the Node's labels name
+// (set at initialization: where its VM was) are configured; a
+// *NotConfiguredError says which is not. While any Node's are not, no
+// Node is deleted for a missing VM (the node-topology controller counts
+// those Nodes in a gauge).
+func (p *Provider) InScope(node *v1.Node) error {
 	name, ok := node.Labels[LabelVCenter]
 	if !ok {
 		return nil
@@ -198,7 +201,7 @@ func (p *Provider) othersInScope(ctx context.Context) error {
 	}
 	for i := range nodes.Items {
 		var nc *NotConfiguredError
-		if err := p.labelledInScope(&nodes.Items[i]); errors.As(err, &nc) {
+		if err := p.InScope(&nodes.Items[i]); errors.As(err, &nc) {
 			nc.Other = true
 			return nc
 		}

@@ -198,7 +198,7 @@ func TestUnreadableIdentityProvesNothing(t *testing.T) {
 // never proven gone: its VM may still be there. An event says why.
 func TestVCenterNotConfigured(t *testing.T) {
 	rec := record.NewFakeRecorder(100)
-	e := stretchedWith(t, "", "", map[string][]string{"vc-a": {"datacenters: [dc-1]"}}, provider.Options{Recorder: rec})
+	e := stretchedWith(t, "", "", map[string][]string{"vc-a": {"datacenters: [dc-1]"}}, provider.Options{Events: eventsTo(rec)})
 	cases := []struct {
 		name   string
 		labels map[string]string

@@ -206,7 +206,7 @@ func (p *Provider) deletionsHeld(nodes []v1.Node) []string {
 	example := map[string]string{}
 	for i := range nodes {
 		var nc *NotConfiguredError
-		if err := p.labelledInScope(&nodes[i]); errors.As(err, &nc) {
+		if err := p.InScope(&nodes[i]); errors.As(err, &nc) {
 			where := "vCenter " + nc.VCenter
 			if nc.Datacenter != "" {
 				where += " datacenter " + nc.Datacenter
@@ -224,10 +224,10 @@ func (p *Provider) deletionsHeld(nodes []v1.Node) []string {
 	return out
 }
 
-// nodeDrift returns the drift this process recorded and the drift of the
-// given Nodes (for the explain command).
+// nodeDrift returns the drift of the given Nodes (for the explain
+// command).
 func (p *Provider) nodeDrift(ctx context.Context, nodes []v1.Node) []Drift {
-	out := p.drifts.all()
+	var out []Drift
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Spec.ProviderID == "" {

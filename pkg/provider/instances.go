@@ -108,8 +108,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, e
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	p.opts.Metrics.call("InstanceMetadata")
 	md, _, _, err := p.metadata(ctx, node)
-	p.events.warn(node, err, true)
-	p.waiting.note(node.Name, err)
+	p.warn(node, err, true)
 	return md, err
 }
 

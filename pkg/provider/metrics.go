@@ -27,11 +27,6 @@ type Metrics struct {
 	calls        *metrics.CounterVec
 	verdicts     *metrics.CounterVec
 	vcDownFor    *metrics.GaugeVec
-	drifted      *metrics.GaugeVec
-	events       *metrics.CounterVec
-	oosTaints    *metrics.CounterVec
-	oosNodes     *metrics.Gauge
-	oosUnproven  *metrics.Counter
 }
 
 const namespace = "vsphere_ccm"
@@ -46,7 +41,6 @@ var (
 	loginResults    = []string{"success", "rejected", "error"}
 	lookupResults   = []string{"found", "not_found", "ambiguous", "error"}
 	absenceVerdicts = []string{VerdictGone, VerdictKept, VerdictUnproven}
-	oosChanges      = []string{"added", "removed"}
 )
 
 // NewMetrics creates the metrics (not registered).
@@ -62,9 +56,6 @@ func (m *Metrics) initialize(vcenters []string) {
 	}
 	for _, v := range absenceVerdicts {
 		m.verdicts.WithLabelValues(v)
-	}
-	for _, c := range oosChanges {
-		m.oosTaints.WithLabelValues(c)
 	}
 	for _, vc := range vcenters {
 		for _, r := range loginResults {
@@ -106,26 +97,12 @@ func newMetrics() *Metrics {
 		vcDownFor: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_unusable_seconds",
 			Help:           "Seconds since the vCenter became unusable (down, or its inventory not current); 0 while usable. Alert on it instead of a liveness probe.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
-		drifted: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_topology_drifted",
-			Help:           "Initialized Nodes whose zone or region label no longer matches their VM (moved, retagged, regrouped), by the VM's vCenter.",
-			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
-		events: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_events_total",
-			Help:           "Events recorded on Nodes by type (Warning, Normal) and reason (VMNotFound, TopologyDrift, ...), repeats within 10 minutes not counted.",
-			StabilityLevel: metrics.ALPHA}, []string{"type", "reason"}),
-		oosTaints: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "out_of_service_taints_total",
-			Help:           "Out-of-service taints (nodes.outOfService) added to Nodes whose VM is proven powered off, and removed when it powers on, by change (added, removed).",
-			StabilityLevel: metrics.ALPHA}, []string{"change"}),
-		oosNodes: metrics.NewGauge(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_out_of_service",
-			Help: "Nodes that carry the out-of-service taint the CCM added.", StabilityLevel: metrics.ALPHA}),
-		oosUnproven: metrics.NewCounter(&metrics.CounterOpts{Namespace: namespace, Name: "out_of_service_unproven_total",
-			Help:           "Checks of NotReady Nodes past nodes.outOfService.notReadyFor whose VM's power state could not be proven (vCenter down or not current, host not answering): no taint added.",
-			StabilityLevel: metrics.ALPHA}),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.drifted, m.events, m.oosTaints, m.oosNodes, m.oosUnproven}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor}
 }
 
 // Request implements vcenter.Observer.
@@ -180,10 +157,7 @@ func (m *Metrics) Refresh(p *Provider) {
 		// A round may complete after now was taken: never a negative age.
 		return max(0, now.Sub(t).Seconds())
 	}
-	m.oosNodes.Set(float64(p.outOfService.len()))
-	drifted := p.drifts.perVCenter()
 	for _, c := range p.pool.Clients() {
-		m.drifted.WithLabelValues(c.Name()).Set(float64(drifted[c.Name()]))
 		up := 0.0
 		if c.Health().State != vcenter.Down {
 			up = 1

@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
@@ -105,39 +104,6 @@ vsphere_ccm_vm_absence_verdicts_total{verdict="unproven"} 0
 		if !seen[name] {
 			t.Errorf("metric %s missing", name)
 		}
-	}
-}
-
-func TestEvents(t *testing.T) {
-	e := stretched(t, "", nil)
-	c := e.fleet.VCenter("vc-c")
-	must.OK(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
-	rec := record.NewFakeRecorder(10)
-	cfg := e.p.Config()
-	p, err := provider.New(cfg, provider.Options{Recorder: rec})
-	must.OK(t, err)
-	must.OK(t, p.Start(e.ctx, nil))
-	defer p.Close()
-	must.OK(t, p.WaitForSync(e.ctx))
-	for range 3 { // the same problem three times: one event
-		if _, err := p.InstanceMetadata(e.ctx, node(c.VMs[0])); err == nil {
-			t.Fatal("conflicting tags accepted")
-		}
-	}
-	ghost := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-such-vm"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}}
-	_, _ = p.InstanceMetadata(e.ctx, ghost)
-	ok, err := p.InstanceExists(e.ctx, ghost) // proven gone: not a problem to report
-	if ok || err != nil {
-		t.Errorf("InstanceExists(ghost) = %v, %v", ok, err)
-	}
-	close(rec.Events)
-	var got []string
-	for ev := range rec.Events {
-		got = append(got, ev)
-	}
-	if len(got) != 2 || !strings.HasPrefix(got[0], "Warning TopologyConflict ") || !strings.Contains(got[0], "zone-other") ||
-		!strings.HasPrefix(got[1], "Warning VMNotFound ") || !strings.Contains(got[1], "no-such-vm") {
-		t.Errorf("events: %q", got)
 	}
 }
 

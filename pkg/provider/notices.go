@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,7 +15,7 @@ import (
 // is not an error: a VM of a stretched cluster outside its intended zone,
 // a zone vSphere CSI cannot see, and drift of an initialized Node's labels.
 // Observe computes it; the node-topology controller acts on it (relabels
-// when Relabel is set) and hands it back to Report.
+// when Relabel is set, taints when Taint is) and reports it.
 type Observation struct {
 	VM       inventory.VM
 	Topology topology.Result
@@ -68,44 +67,6 @@ func (p *Provider) placementWanted(node *v1.Node, vm inventory.VM) map[string]st
 		}
 	}
 	return want
-}
-
-// Report records an Observation of node: events (each repeat suppressed
-// for 10 minutes) and the drift gauge. relabelled says the caller patched
-// obs.Drift onto the Node: a TopologyRelabelled event instead of drift.
-func (p *Provider) Report(node *v1.Node, obs Observation, relabelled bool) {
-	if reason, msg := obs.Topology.Placement.Warning(); reason != "" {
-		p.events.send(node, v1.EventTypeWarning, reason, fmt.Sprintf("VM %s: %s", obs.VM.Location(), msg))
-	}
-	for _, v := range []struct {
-		what string
-		val  *topology.Value
-	}{{"zone", obs.Topology.Zone}, {"region", obs.Topology.Region}} {
-		if v.val != nil && v.val.Source == topology.SourceVMTag {
-			p.events.send(node, v1.EventTypeWarning, ReasonTopologyNotVisibleToCSI, fmt.Sprintf(
-				"the %s %q comes from %s; vSphere CSI reads tags only on the host, cluster, host folders and datacenter, so its topology for this Node differs: tag the host chain instead (docs/csi.md)",
-				v.what, v.val.Value, v.val.From))
-		}
-	}
-	list := obs.Drift
-	if relabelled {
-		for _, d := range list {
-			p.events.send(node, v1.EventTypeNormal, ReasonTopologyRelabelled, fmt.Sprintf(
-				"%s changed from %q to %q (%s; labels.onDrift: relabel)", d.Label, d.Labelled, d.Now, d.From))
-		}
-		list = nil
-	}
-	p.drifts.set(node.Name, list)
-	for _, d := range list {
-		p.events.send(node, v1.EventTypeWarning, ReasonTopologyDrift, d.String()+
-			"; the label is kept, since volumes and workloads rely on it (labels.onDrift: keep). Move the VM back, or re-register the Node, or set labels.onDrift: relabel")
-	}
-}
-
-// Forget drops what Report recorded about a deleted Node.
-func (p *Provider) Forget(node string) {
-	p.drifts.forget(node)
-	p.outOfService.set(node, false)
 }
 
 // Changed returns a channel closed at the next change that may change an

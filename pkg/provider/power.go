@@ -3,26 +3,12 @@ package provider
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
-)
-
-// Event reasons of the out-of-service policy (nodes.outOfService).
-const (
-	// ReasonOutOfServiceTaintAdded (Warning): the Node's VM is proven
-	// powered off and the Node NotReady; its Pods are deleted and their
-	// volumes detached.
-	ReasonOutOfServiceTaintAdded = "OutOfServiceTaintAdded"
-	// ReasonOutOfServiceTaintRemoved (Normal): the VM is powered on again.
-	ReasonOutOfServiceTaintRemoved = "OutOfServiceTaintRemoved"
-	// ReasonOutOfServiceUnproven (Warning): the Node is NotReady past the
-	// grace period but its VM's power state cannot be proven; no taint.
-	ReasonOutOfServiceUnproven = "OutOfServiceUnproven"
 )
 
 // PowerProof is what a Node's vCenter says now of its VM's power state.
@@ -125,59 +111,4 @@ func (p *Provider) ConfirmPoweredOff(ctx context.Context, node *v1.Node, vm inve
 		return fmt.Errorf("VM %s has BIOS UUID %s now, not %s", vm.Location(), live.UUID, uuid)
 	}
 	return nil
-}
-
-// TrackOutOfService records whether node carries the out-of-service taint
-// the CCM added (the gauge), at every check: a new leader counts the
-// taints its predecessor added.
-func (p *Provider) TrackOutOfService(node string, tainted bool) { p.outOfService.set(node, tainted) }
-
-// ReportOutOfService records that the node-topology controller added
-// (added) or removed the out-of-service taint of node: an event and the
-// metrics.
-func (p *Provider) ReportOutOfService(node *v1.Node, added bool, msg string) {
-	reason, typ, change := ReasonOutOfServiceTaintRemoved, v1.EventTypeNormal, "removed"
-	if added {
-		reason, typ, change = ReasonOutOfServiceTaintAdded, v1.EventTypeWarning, "added"
-	}
-	p.events.send(node, typ, reason, msg)
-	if m := p.opts.Metrics; m != nil {
-		m.oosTaints.WithLabelValues(change).Inc()
-	}
-}
-
-// ReportOutOfServiceUnproven records that node is NotReady past the
-// policy's grace period but its VM's power state could not be proven, so
-// no taint is added (a vCenter outage, a host that does not answer).
-func (p *Provider) ReportOutOfServiceUnproven(node *v1.Node, why string) {
-	p.events.send(node, v1.EventTypeWarning, ReasonOutOfServiceUnproven,
-		"NotReady past nodes.outOfService.notReadyFor, but its VM's power state cannot be proven, so no out-of-service taint is added: "+why)
-	if m := p.opts.Metrics; m != nil {
-		m.oosUnproven.Inc()
-	}
-}
-
-// nodeSet is a set of Node names, safe for concurrent use.
-type nodeSet struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (s *nodeSet) set(name string, in bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.names == nil {
-		s.names = map[string]bool{}
-	}
-	if in {
-		s.names[name] = true
-	} else {
-		delete(s.names, name)
-	}
-}
-
-func (s *nodeSet) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.names)
 }

@@ -7,18 +7,15 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/topology"
@@ -54,9 +51,10 @@ type Options struct {
 	// Metrics, if set, receive request, login and lookup counts and are
 	// refreshed every 10 seconds.
 	Metrics *Metrics
-	// Recorder, if set, receives the Warning events on Nodes; otherwise
-	// Initialize creates one from the framework's client.
-	Recorder record.EventRecorder
+	// Events, if set, receives the Warning events on Nodes about lookups
+	// (shared with the node-topology controller); Initialize starts its
+	// sink with the framework's client unless it has one.
+	Events *nodeevents.Recorder
 }
 
 // The framework's interfaces the provider serves, checked at compile time.
@@ -75,14 +73,9 @@ type Provider struct {
 	inv   *inventory.Inventory
 	topo  *topology.Resolver
 
-	events  *events
-	waiting *waiting // Nodes to retry when a vCenter becomes usable
-	drifts  *drifts  // initialized Nodes whose labels no longer match their VM
-	// outOfService: the Nodes the node-topology controller tainted out of service.
-	outOfService nodeSet
-	changes      notify.Notifier // see Changed
-	recovered    notify.Notifier // see Recovered
-	kube         kubernetes.Interface
+	changes   notify.Notifier // see Changed
+	recovered notify.Notifier // see Recovered
+	kube      kubernetes.Interface
 
 	startMu   sync.Mutex    // serializes Start and Close
 	started   chan struct{} // closed once Start has succeeded: the fields above are set
@@ -99,8 +92,7 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 		// before the request timeout.
 		opts.InventoryMaxWait = min(15*time.Second, max(cfg.Global.RequestTimeout/4, time.Second))
 	}
-	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), waiting: newWaiting(), drifts: newDrifts(),
-		events: &events{recorder: opts.Recorder, metrics: opts.Metrics}}
+	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{})}
 	return p, nil
 }
 
@@ -319,10 +311,8 @@ func (p *Provider) Initialize(clientBuilder cloudprovider.ControllerClientBuilde
 			klog.ErrorS(err, "No Kubernetes client for the vSphere provider; retrying")
 			return false, nil
 		}
-		if p.opts.Recorder == nil && !p.events.hasRecorder() {
-			broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-			broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-			p.events.setRecorder(broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-cloud-controller-manager"}))
+		if p.opts.Events != nil {
+			p.opts.Events.Start(ctx, kube)
 		}
 		if err := p.Start(ctx, kube); err != nil {
 			klog.ErrorS(err, "vSphere provider failed to start; retrying")

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
@@ -68,7 +68,7 @@ func drift(ctx context.Context, e env) ([]report, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for len(moved) > 0 {
 		evs, err := e.kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("reason", provider.ReasonTopologyDrift).String()})
+			FieldSelector: fields.OneTermEqualSelector("reason", nodetopology.ReasonTopologyDrift).String()})
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
@@ -40,8 +40,8 @@ func TestSiteDownAtStart(t *testing.T) {
 	t.Logf("vc-b's and vc-c's nodes initialized %.1fs after both returned", time.Since(back).Seconds())
 	n, err := h.node(b.VMs[0].Name)
 	must.OK(t, err)
-	if n.Annotations[provider.AnnotationRetry] == "" {
-		t.Errorf("%s: no %s annotation: the retry was not requested", n.Name, provider.AnnotationRetry)
+	if n.Annotations[nodetopology.AnnotationRetry] == "" {
+		t.Errorf("%s: no %s annotation: the retry was not requested", n.Name, nodetopology.AnnotationRetry)
 	}
 }
 

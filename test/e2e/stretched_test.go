@@ -107,7 +107,7 @@ func TestStretchedClusterHostGroups(t *testing.T) {
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-a-vms"}, Vm: []types.ManagedObjectReference{s.inA.Ref, s.inB.Ref}},
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-b-vms"}},
 	}, nil))
-	h.waitEvent(t, s.inB.Name, provider.ReasonTopologyDrift, `topology.kubernetes.io/zone is "zone-b"`, `now resolves to "zone-a"`, "labels.onDrift")
+	h.waitEvent(t, s.inB.Name, nodetopology.ReasonTopologyDrift, `topology.kubernetes.io/zone is "zone-b"`, `now resolves to "zone-a"`, "labels.onDrift")
 	poll.True(t, "the drift gauge", func() bool {
 		return c.metric(t, `vsphere_ccm_nodes_topology_drifted{vcenter="vc-a"}`) == 1
 	})
@@ -211,7 +211,7 @@ func TestRelabelSticks(t *testing.T) {
 	must.OK(t, err)
 	var relabelled []v1.Event
 	for _, ev := range evs {
-		if ev.Reason == provider.ReasonTopologyRelabelled {
+		if ev.Reason == nodetopology.ReasonTopologyRelabelled {
 			relabelled = append(relabelled, ev)
 		}
 	}
@@ -267,7 +267,7 @@ func TestTopologySeenWithoutStatusPass(t *testing.T) {
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-a-vms"}, Vm: []types.ManagedObjectReference{s.inA.Ref, s.inB.Ref}},
 		&types.ClusterVmGroup{ClusterGroupInfo: types.ClusterGroupInfo{Name: "site-b-vms"}},
 	}, nil))
-	h.waitEventWithin(t, 30*time.Second, s.inB.Name, provider.ReasonTopologyDrift, `topology.kubernetes.io/zone is "zone-b"`, `now resolves to "zone-a"`)
+	h.waitEventWithin(t, 30*time.Second, s.inB.Name, nodetopology.ReasonTopologyDrift, `topology.kubernetes.io/zone is "zone-b"`, `now resolves to "zone-a"`)
 	if after := c.metric(t, calls); after >= before+float64(len(h.fleet.VMs())) {
 		t.Errorf("InstanceMetadata called %v times meanwhile: a status pass, not the controller, may have reported it", after-before)
 	}

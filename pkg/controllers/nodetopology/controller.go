@@ -2,16 +2,13 @@ package nodetopology
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -24,6 +21,7 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
@@ -33,36 +31,28 @@ const Name = "node-topology"
 // ClientName names its Kubernetes client (the end of its user agent).
 const ClientName = "node-topology-controller"
 
-// Source is what the controller needs of the provider.
+// Source is what only the provider can answer. The controller keeps its
+// own records (drift, out-of-service) and sends its own events.
 type Source interface {
 	// Changed is closed at the next change that may change an
 	// Observation, then replaced.
 	Changed() <-chan struct{}
+	// Recovered is closed when a vCenter's inventory next becomes
+	// current, then replaced: Nodes waiting for initialization are
+	// retried.
+	Recovered() <-chan struct{}
 	// Observe computes a Node's Observation, without effects.
 	Observe(ctx context.Context, node *v1.Node) (provider.Observation, error)
-	// Report records an Observation: events and gauges.
-	Report(node *v1.Node, obs provider.Observation, relabelled bool)
-	// Forget drops what Report recorded about a deleted Node.
-	Forget(node string)
-	// Recovered is closed when a vCenter's inventory next becomes
-	// current, then replaced; Waiting lists the Nodes whose lookup failed
-	// meanwhile, and Initialized takes one off that list.
-	Recovered() <-chan struct{}
-	Waiting() []string
-	Initialized(node string)
 	// Power says whether vCenter proves the power state of node's VM now
 	// (the out-of-service policy), without effects.
 	Power(ctx context.Context, node *v1.Node) (provider.PowerProof, error)
-	// ReportOutOfService records a taint added or removed;
-	// ReportOutOfServiceUnproven a NotReady Node whose VM's state cannot
-	// be proven.
-	ReportOutOfService(node *v1.Node, added bool, msg string)
-	ReportOutOfServiceUnproven(node *v1.Node, why string)
 	// ConfirmPoweredOff asks vCenter directly, right before the taint,
 	// whether the VM is still powered off with the Node's UUID.
 	ConfirmPoweredOff(ctx context.Context, node *v1.Node, vm inventory.VM) error
-	// TrackOutOfService records whether node carries the CCM's taint.
-	TrackOutOfService(node string, tainted bool)
+	// InScope says whether the vCenter and datacenter node's labels name
+	// are configured (a *provider.NotConfiguredError when not): while any
+	// Node's are not, no Node is deleted for a missing VM.
+	InScope(node *v1.Node) error
 }
 
 // The provider is the Source the controller manager gives it.
@@ -81,6 +71,13 @@ type Options struct {
 	// OutOfService is the out-of-service taint policy (off unless
 	// Enabled).
 	OutOfService config.OutOfService
+	// Events receives the controller's events (shared with the provider,
+	// which de-duplicates them); nil sends none.
+	Events *nodeevents.Recorder
+	// Metrics, if set, receive the controller's gauges and counters.
+	Metrics *Metrics
+	// VCenters are the configured vCenters, whose gauges start at 0.
+	VCenters []string
 }
 
 // Controller observes Nodes when they or their VMs change.
@@ -91,7 +88,8 @@ type Controller struct {
 	src    Source
 	queue  workqueue.TypedRateLimitingInterface[string]
 	opts   Options
-	oos    outOfService
+	oos    outOfService // out-of-service records and taints
+	drifts drifts       // drifted Nodes, for the gauge
 }
 
 // New returns a controller; Run starts it.
@@ -124,8 +122,7 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 				obj = tomb.Obj
 			}
 			if n, ok := obj.(*v1.Node); ok {
-				c.src.Forget(n.Name)
-				c.oos.put(n.Name, record{})
+				c.forget(n.Name)
 			}
 		},
 	})
@@ -142,7 +139,8 @@ func (c *Controller) enqueue(obj any) {
 	}
 }
 
-// enqueueAll queues every Node the informer knows.
+// enqueueAll queues every Node the informer knows, and counts the Nodes
+// that hold deletions back.
 func (c *Controller) enqueueAll() {
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
@@ -152,6 +150,20 @@ func (c *Controller) enqueueAll() {
 	for _, n := range nodes {
 		c.queue.Add(n.Name)
 	}
+	c.opts.Metrics.setDeletionsHeld(c.heldBy(nodes))
+}
+
+// heldBy counts, by vCenter and datacenter, the Nodes labelled with a
+// vCenter or datacenter that is not configured.
+func (c *Controller) heldBy(nodes []*v1.Node) map[[2]string]int {
+	held := map[[2]string]int{}
+	for _, n := range nodes {
+		var nc *provider.NotConfiguredError
+		if err := c.src.InScope(n); errors.As(err, &nc) {
+			held[[2]string{nc.VCenter, nc.Datacenter}]++
+		}
+	}
+	return held
 }
 
 // Run observes Nodes with the given number of workers until ctx ends; it
@@ -171,6 +183,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	log.Info("Started", "workers", workers, "resync", c.opts.Resync)
+	c.opts.Metrics.initialize(c.opts.VCenters)
+	c.enqueueAll()
 	// Every change notification (and every resync) queues every Node:
 	// observing one costs no vSphere request, and the queue folds repeats.
 	wg.Start(func() {
@@ -238,8 +252,7 @@ func (c *Controller) next(ctx context.Context) bool {
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
-		c.src.Forget(name)
-		c.oos.put(name, record{})
+		c.forget(name)
 		return 0, nil
 	}
 	if err != nil {
@@ -274,46 +287,49 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 	}
 	if obs.Taint {
 		if err := c.syncZoneMove(ctx, node, obs.Drift); err != nil {
-			c.src.Report(node, obs, false)
+			c.report(node, obs, false)
 			return err
 		}
 	}
 	relabelled := false
 	if obs.Relabel && len(obs.Drift) > 0 {
 		if err := c.opts.Relabel(ctx, c.kube, obs.Drift); err != nil {
-			c.src.Report(node, obs, false)
+			c.report(node, obs, false)
 			return err
 		}
 		relabelled = true
 	}
-	c.src.Report(node, obs, relabelled)
+	c.report(node, obs, relabelled)
 	return nil
 }
 
+// AnnotationRetry is set on a Node that waits for initialization when a
+// vCenter becomes usable again. The change makes the framework's node
+// controller retry the Node at once: after failures its work queue backs
+// off exponentially (up to 1000 s), so without it a Node could wait many
+// minutes after its vCenter returned.
+const AnnotationRetry = "vsphere.vsphere-ccm.io/retry-requested"
+
 // retryWaiting annotates every Node that still waits for initialization
-// and whose lookup failed, so that the framework's node controller, which
-// reacts to Node updates, retries it at once.
+// (it carries the framework's uninitialized taint), so that the
+// framework's node controller, which reacts to Node updates, retries it at
+// once.
 func (c *Controller) retryWaiting(ctx context.Context) {
 	log := klog.FromContext(ctx)
-	for _, name := range c.src.Waiting() {
-		n, err := c.nodes.Get(name)
-		switch {
-		case apierrors.IsNotFound(err):
-			c.src.Initialized(name)
-			continue
-		case err != nil:
-			log.Error(err, "Node not read", "node", name)
-			continue
-		case !provider.HasUninitializedTaint(n):
-			c.src.Initialized(name) // periodic updates need no nudge
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, n := range nodes {
+		if !provider.HasUninitializedTaint(n) {
 			continue
 		}
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-			provider.AnnotationRetry: c.opts.Clock.Now().UTC().Format(time.RFC3339Nano)}}})
-		if _, err := c.kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Name}); err != nil {
-			log.Error(err, "Could not ask for a retry of a Node waiting for initialization", "node", name)
+		if err := MergePatch(ctx, c.kube, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			AnnotationRetry: c.opts.Clock.Now().UTC().Format(time.RFC3339Nano)}}}); err != nil {
+			log.Error(err, "Could not ask for a retry of a Node waiting for initialization", "node", n.Name)
 			continue
 		}
-		log.V(2).Info("Asked for a retry of a Node waiting for initialization", "node", name)
+		log.V(2).Info("Asked for a retry of a Node waiting for initialization", "node", n.Name)
 	}
 }

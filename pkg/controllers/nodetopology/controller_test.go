@@ -2,6 +2,7 @@ package nodetopology_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/events"
@@ -58,13 +60,16 @@ func TestTopologyDrift(t *testing.T) {
 			head := "labels:\n  zone: k8s-zone\n  region: k8s-region\n  onDrift: " + string(policy) + "\n"
 			cfg, _, err := config.Parse("d.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n"+head, nil)), config.Options{})
 			must.OK(t, err)
+			// One recorder for both, as the command builds it.
 			rec := record.NewFakeRecorder(100)
-			m := provider.NewMetrics()
+			ev := nodeevents.New(nil)
+			ev.SetSink(rec)
+			m := nodetopology.NewMetrics()
 			reg := metrics.NewKubeRegistry()
-			for _, c := range m.Collectors() {
+			for _, c := range slices.Concat(m.Collectors(), ev.Collectors()) {
 				reg.MustRegister(c)
 			}
-			p, err := provider.New(cfg, provider.Options{Recorder: rec, Metrics: m, VCenter: vcenter.Options{RetryMin: 50 * time.Millisecond}})
+			p, err := provider.New(cfg, provider.Options{Events: ev, VCenter: vcenter.Options{RetryMin: 50 * time.Millisecond}})
 			must.OK(t, err)
 			// The Node as the framework leaves it after initialization.
 			n := &v1.Node{
@@ -78,23 +83,20 @@ func TestTopologyDrift(t *testing.T) {
 			defer p.Close()
 			must.OK(t, p.WaitForSync(ctx))
 			factory := informers.NewSharedInformerFactory(kube, 0)
-			c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), p, nodetopology.Options{Resync: time.Hour})
+			c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), p, nodetopology.Options{Resync: time.Hour, Events: ev, Metrics: m, VCenters: []string{"vc-a"}})
 			must.OK(t, err)
 			factory.Start(ctx.Done())
 			done := make(chan struct{})
 			go func() { c.Run(ctx, 1); close(done) }()
 			defer func() { cancel(); <-done; factory.Shutdown() }()
 			gauge := func(want string) error {
-				m.Refresh(p)
 				return testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP vsphere_ccm_nodes_topology_drifted [ALPHA] Initialized Nodes whose zone or region label no longer matches their VM (moved, retagged, regrouped), by the VM's vCenter.
 # TYPE vsphere_ccm_nodes_topology_drifted gauge
 vsphere_ccm_nodes_topology_drifted{vcenter="vc-a"} `+want+`
 `), "vsphere_ccm_nodes_topology_drifted")
 			}
-			if err := gauge("0"); err != nil {
-				t.Errorf("before the move: %v", err)
-			}
+			poll.True(t, "the gauge at 0 before the move", func() bool { return gauge("0") == nil })
 			must.OK(t, a.Relocate(ctx, vm.Ref, other[0].HostRef))
 			var seen []string
 			switch policy {
@@ -121,7 +123,7 @@ vsphere_ccm_node_events_total{reason="TopologyDrift",type="Warning"} 1
 				if z := got.Labels[v1.LabelTopologyZone]; z != "zone-vc-a-dc-1-c0" {
 					t.Errorf("label changed to %q with onDrift: keep", z)
 				}
-				if ex := p.Explain(ctx, provider.ExplainOptions{}); len(ex.Drifted) != 1 || !strings.Contains(ex.Drifted[0], n.Name) {
+				if ex := p.Explain(ctx, provider.ExplainOptions{Nodes: []v1.Node{*got}}); len(ex.Drifted) != 1 || !strings.Contains(ex.Drifted[0], n.Name) {
 					t.Errorf("explain drifted = %q", ex.Drifted)
 				}
 				// Back home: no drift.

@@ -9,6 +9,12 @@
 // the placement labels (labels.placement), the out-of-service taint on a
 // proven power-off (nodes.outOfService), and the retry annotation that
 // makes the framework initialize Nodes at once when their vCenter returns.
-// Lookups come from the provider's Observe, which has no effects; events
-// and gauges go through its Report.
+// It asks the provider only what the provider alone can answer (its
+// Source: Observe, Power, ConfirmPoweredOff, InScope and two change
+// notifications, none with effects) and owns what it decides: the drift
+// and out-of-service records, their events (through the shared,
+// de-duplicating recorder of pkg/nodeevents) and its metrics (metrics.go),
+// including the count of Nodes that hold deletions back. The Nodes waiting
+// for initialization are those that carry the framework's uninitialized
+// taint, read from the Node lister.
 package nodetopology

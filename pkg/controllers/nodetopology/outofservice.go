@@ -25,6 +25,19 @@ import (
 // taint is removed when the VM powers on. Only the taints this controller
 // added (marked by AnnotationOutOfService) are ever removed.
 
+// Event reasons of the out-of-service policy.
+const (
+	// ReasonOutOfServiceTaintAdded (Warning): the Node's VM is proven
+	// powered off and the Node NotReady; its Pods are deleted and their
+	// volumes detached.
+	ReasonOutOfServiceTaintAdded = "OutOfServiceTaintAdded"
+	// ReasonOutOfServiceTaintRemoved (Normal): the VM is powered on again.
+	ReasonOutOfServiceTaintRemoved = "OutOfServiceTaintRemoved"
+	// ReasonOutOfServiceUnproven (Warning): the Node is NotReady past the
+	// grace period but its VM's power state cannot be proven; no taint.
+	ReasonOutOfServiceUnproven = "OutOfServiceUnproven"
+)
+
 // AnnotationOutOfService marks a Node whose out-of-service taint the CCM
 // added; its value says why.
 const AnnotationOutOfService = "vsphere.vsphere-ccm.io/out-of-service"
@@ -156,10 +169,13 @@ func readyChanged(o, n *v1.Node) bool {
 	return a != b
 }
 
-// outOfService holds the records of the Nodes, by name.
+// outOfService holds the records of the Nodes, by name, and which Nodes
+// carry the taint this controller added (for the gauge: a new leader
+// counts the taints its predecessor added). Its lock covers both maps.
 type outOfService struct {
-	mu   sync.Mutex
-	recs map[string]record
+	mu      sync.Mutex
+	recs    map[string]record
+	tainted map[string]bool
 }
 
 func (o *outOfService) get(node string) record {
@@ -181,6 +197,22 @@ func (o *outOfService) put(node string, r record) {
 	o.recs[node] = r
 }
 
+// setTainted records whether node carries the controller's taint and
+// returns how many Nodes do.
+func (o *outOfService) setTainted(node string, tainted bool) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.tainted == nil {
+		o.tainted = map[string]bool{}
+	}
+	if tainted {
+		o.tainted[node] = true
+	} else {
+		delete(o.tainted, node)
+	}
+	return len(o.tainted)
+}
+
 // syncOutOfService applies the policy to one Node: it returns when to
 // look again (0: on a change only).
 func (c *Controller) syncOutOfService(ctx context.Context, node *v1.Node) (time.Duration, error) {
@@ -189,10 +221,10 @@ func (c *Controller) syncOutOfService(ctx context.Context, node *v1.Node) (time.
 	d := decideOutOfService(c.opts.OutOfService, now, node, pw, err, c.oos.get(node.Name))
 	c.oos.put(node.Name, d.rec)
 	ours := node.Annotations[AnnotationOutOfService] != "" && hasOutOfServiceTaint(node)
-	defer func() { c.src.TrackOutOfService(node.Name, ours) }()
+	defer func() { c.opts.Metrics.setOutOfServiceNodes(c.oos.setTainted(node.Name, ours)) }()
 	switch d.action {
 	case oosUnproven:
-		c.src.ReportOutOfServiceUnproven(node, d.why)
+		c.reportUnproven(node, d.why)
 		// Until the state is proven, changes (inventory, health) bring the
 		// Node back; the resync bounds it.
 		return 0, nil
@@ -200,7 +232,7 @@ func (c *Controller) syncOutOfService(ctx context.Context, node *v1.Node) (time.
 		// The index's copy may be up to StaleAfter old: ask vCenter now.
 		if err := c.src.ConfirmPoweredOff(ctx, node, pw.VM); err != nil {
 			c.oos.put(node.Name, record{notReadySeen: d.rec.notReadySeen})
-			c.src.ReportOutOfServiceUnproven(node, "the live check before the taint disagrees: "+err.Error())
+			c.reportUnproven(node, "the live check before the taint disagrees: "+err.Error())
 			return 0, nil
 		}
 		if err := c.updateNode(ctx, node.Name, func(n *v1.Node) bool {
@@ -239,8 +271,22 @@ func (c *Controller) syncOutOfService(ctx context.Context, node *v1.Node) (time.
 		return d.after, nil
 	}
 	klog.FromContext(ctx).Info("Out-of-service taint changed", "node", node.Name, "added", d.action == oosAdd, "why", d.why)
-	c.src.ReportOutOfService(node, d.action == oosAdd, d.why)
+	reason, typ, change := ReasonOutOfServiceTaintRemoved, v1.EventTypeNormal, "removed"
+	if d.action == oosAdd {
+		reason, typ, change = ReasonOutOfServiceTaintAdded, v1.EventTypeWarning, "added"
+	}
+	c.opts.Events.Event(node, typ, reason, d.why)
+	c.opts.Metrics.outOfService(change)
 	return d.after, nil
+}
+
+// reportUnproven says that node is NotReady past the grace period but its
+// VM's power state could not be proven, so no taint is added (a vCenter
+// outage, a host that does not answer).
+func (c *Controller) reportUnproven(node *v1.Node, why string) {
+	c.opts.Events.Event(node, v1.EventTypeWarning, ReasonOutOfServiceUnproven,
+		"NotReady past nodes.outOfService.notReadyFor, but its VM's power state cannot be proven, so no out-of-service taint is added: "+why)
+	c.opts.Metrics.unproven()
 }
 
 // updateNode (the out-of-service and zone-move taints) applies change to

@@ -3,6 +3,7 @@ package nodetopology
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -10,6 +11,26 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
+
+// MergePatch applies a JSON merge patch (RFC 7386: a nil value removes
+// the key) to the Node name, as this controller's field manager. Every
+// label and annotation the controller writes goes through it; taints,
+// a list without merge keys, are updated instead (updateNode).
+func MergePatch(ctx context.Context, kube kubernetes.Interface, name string, patch map[string]any) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("node %s: patch: %w", name, err)
+	}
+	if _, err := kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: Name}); err != nil {
+		return fmt.Errorf("node %s: patch: %w", name, err)
+	}
+	return nil
+}
+
+// labelsPatch is the merge patch that sets labels.
+func labelsPatch(labels map[string]any) map[string]any {
+	return map[string]any{"metadata": map[string]any{"labels": labels}}
+}
 
 // Relabel sets the drifted labels of a Node to the VM's current values
 // (labels.onDrift: relabel), the GA and the beta label of each together
@@ -20,17 +41,12 @@ func Relabel(ctx context.Context, kube kubernetes.Interface, list []provider.Dri
 	if len(list) == 0 {
 		return nil
 	}
-	labels := map[string]string{}
+	labels := map[string]any{}
 	for _, d := range list {
 		pair := d.Labels()
 		labels[pair[0]], labels[pair[1]] = d.Now, d.Now
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	if err != nil {
-		return err
-	}
-	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Name})
-	return err
+	return MergePatch(ctx, kube, list[0].Node, labelsPatch(labels))
 }
 
 // PatchPlacement sets a Node's placement labels (labels.placement) to its
@@ -47,10 +63,5 @@ func PatchPlacement(ctx context.Context, kube kubernetes.Interface, list []provi
 			labels[d.Label] = d.Now
 		}
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	if err != nil {
-		return err
-	}
-	_, err = kube.CoreV1().Nodes().Patch(ctx, list[0].Node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Name})
-	return err
+	return MergePatch(ctx, kube, list[0].Node, labelsPatch(labels))
 }

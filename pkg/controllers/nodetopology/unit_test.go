@@ -3,7 +3,9 @@ package nodetopology_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -21,72 +24,44 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/events"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
-// fakeSource answers Observe from a table and records every Report on a
-// channel, so that tests wait for exactly what they expect.
+// fakeSource answers Observe from a table and sends the name of every
+// Node it is asked to observe on a channel, so that tests wait for exactly
+// the observations they expect. What the controller does with them is
+// seen in its events, metrics and Node writes.
 type fakeSource struct {
 	changed   notify.Notifier
 	recovered notify.Notifier
-	waiting   []string
+	observed  chan *v1.Node // the Nodes observed, as the lister gave them
 	mu        sync.Mutex
 	obs       map[string]provider.Observation
 	err       map[string]error
-	reports   chan report
-	forgot    chan string
 	power     map[string]provider.PowerProof
-	liveOn    map[string]bool // ConfirmPoweredOff finds these powered on
-	oos       chan oosReport
-}
-
-type oosReport struct {
-	node     string
-	added    bool
-	unproven bool
-}
-
-type report struct {
-	node       string
-	drift      int
-	relabelled bool
+	liveOn    map[string]bool  // ConfirmPoweredOff finds these powered on
+	outside   map[string]error // InScope's answers
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{obs: map[string]provider.Observation{}, err: map[string]error{},
-		reports: make(chan report, 100), forgot: make(chan string, 10),
-		power: map[string]provider.PowerProof{}, liveOn: map[string]bool{}, oos: make(chan oosReport, 100)}
+	return &fakeSource{obs: map[string]provider.Observation{}, err: map[string]error{}, observed: make(chan *v1.Node, 1000),
+		power: map[string]provider.PowerProof{}, liveOn: map[string]bool{}, outside: map[string]error{}}
 }
 
 func (f *fakeSource) Changed() <-chan struct{} { return f.changed.C() }
 
+func (f *fakeSource) Recovered() <-chan struct{} { return f.recovered.C() }
+
 func (f *fakeSource) Observe(_ context.Context, n *v1.Node) (provider.Observation, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.observed <- n.DeepCopy()
 	return f.obs[n.Name], f.err[n.Name]
-}
-
-func (f *fakeSource) Report(n *v1.Node, obs provider.Observation, relabelled bool) {
-	f.reports <- report{node: n.Name, drift: len(obs.Drift), relabelled: relabelled}
-}
-
-func (f *fakeSource) Forget(node string) { f.forgot <- node }
-
-func (f *fakeSource) Recovered() <-chan struct{} { return f.recovered.C() }
-
-func (f *fakeSource) Waiting() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.waiting...)
-}
-
-func (f *fakeSource) Initialized(node string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.waiting = slices.DeleteFunc(f.waiting, func(n string) bool { return n == node })
 }
 
 func (f *fakeSource) Power(_ context.Context, n *v1.Node) (provider.PowerProof, error) {
@@ -99,17 +74,6 @@ func (f *fakeSource) Power(_ context.Context, n *v1.Node) (provider.PowerProof, 
 	return pw, nil
 }
 
-func (f *fakeSource) ReportOutOfService(n *v1.Node, added bool, _ string) {
-	f.oos <- oosReport{node: n.Name, added: added}
-}
-
-func (f *fakeSource) ReportOutOfServiceUnproven(n *v1.Node, _ string) {
-	select {
-	case f.oos <- oosReport{node: n.Name, unproven: true}:
-	default: // the resync repeats it; tests read only the first
-	}
-}
-
 func (f *fakeSource) ConfirmPoweredOff(_ context.Context, n *v1.Node, _ inventory.VM) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -119,7 +83,11 @@ func (f *fakeSource) ConfirmPoweredOff(_ context.Context, n *v1.Node, _ inventor
 	return nil
 }
 
-func (f *fakeSource) TrackOutOfService(string, bool) {}
+func (f *fakeSource) InScope(n *v1.Node) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.outside[n.Name]
+}
 
 func (f *fakeSource) setPower(node string, pw provider.PowerProof) {
 	f.mu.Lock()
@@ -133,40 +101,96 @@ func (f *fakeSource) set(node string, obs provider.Observation, err error) {
 	f.obs[node], f.err[node] = obs, err
 }
 
-func (f *fakeSource) next(t *testing.T) report {
+// next waits for the next observation and returns the Node's name.
+func (f *fakeSource) next(t *testing.T) string {
+	t.Helper()
+	return f.nextNode(t).Name
+}
+
+// nextNode waits for the next observation and returns the Node observed.
+func (f *fakeSource) nextNode(t *testing.T) *v1.Node {
 	t.Helper()
 	select {
-	case r := <-f.reports:
-		return r
+	case n := <-f.observed:
+		return n
 	case <-time.After(30 * time.Second):
-		t.Fatal("no report")
-		return report{}
+		t.Fatal("no observation")
+		return nil
 	}
 }
 
 func drift(node string) []provider.Drift {
-	return []provider.Drift{{Node: node, Label: v1.LabelTopologyZone, Labelled: "a", Now: "b"}}
+	return []provider.Drift{{Node: node, VCenter: "vc-a", Label: v1.LabelTopologyZone, Labelled: "a", Now: "b"}}
+}
+
+// env is a running controller's surroundings.
+type env struct {
+	kube *fake.Clientset
+	clk  *clocktesting.FakeClock
+	ev   *events.Recorder // what the shared recorder sent
+	reg  metrics.KubeRegistry
+}
+
+// drifted is the drift gauge of vc-a.
+func (e env) drifted(t *testing.T) string {
+	t.Helper()
+	return gaugeValue(t, e.reg, "vsphere_ccm_nodes_topology_drifted", "vc-a")
+}
+
+// gaugeValue is a series' value as text ("" when absent).
+func gaugeValue(t *testing.T, reg metrics.KubeRegistry, name string, labels ...string) string {
+	t.Helper()
+	families, err := reg.Gather()
+	must.OK(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i, l := range m.GetLabel() {
+				if i >= len(labels) || l.GetValue() != labels[i] {
+					continue series
+				}
+			}
+			return fmt.Sprint(m.GetGauge().GetValue())
+		}
+	}
+	return ""
+}
+
+// controllerOptions are the Options tests start with: the shared
+// recorder sending to a test recorder, and metrics in a registry.
+func controllerOptions(t *testing.T, o nodetopology.Options) (nodetopology.Options, *events.Recorder, metrics.KubeRegistry) {
+	t.Helper()
+	rec := events.NewRecorder(1000)
+	ev := nodeevents.New(nil)
+	ev.SetSink(rec)
+	m := nodetopology.NewMetrics()
+	reg := metrics.NewKubeRegistry()
+	for _, c := range m.Collectors() {
+		reg.MustRegister(c)
+	}
+	o.Events, o.Metrics, o.VCenters = ev, m, []string{"vc-a"}
+	return o, rec, reg
 }
 
 // start runs a controller on a fake API with the given Nodes; the resync
 // ticks only when the fake clock is stepped.
-func start(t *testing.T, src *fakeSource, relabel func(context.Context, kubernetes.Interface, []provider.Drift) error, nodes ...string) (*fake.Clientset, *clocktesting.FakeClock) {
+func start(t *testing.T, src *fakeSource, relabel func(context.Context, kubernetes.Interface, []provider.Drift) error, nodes ...string) env {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	var objs []any
-	for _, n := range nodes {
-		objs = append(objs, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
-	}
 	kube := fake.NewClientset()
-	for _, o := range objs {
-		if _, err := kube.CoreV1().Nodes().Create(ctx, o.(*v1.Node), metav1.CreateOptions{}); err != nil {
+	for _, n := range nodes {
+		if _, err := kube.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	opts, rec, reg := controllerOptions(t, nodetopology.Options{Resync: time.Minute, Clock: clk, Relabel: relabel})
 	factory := informers.NewSharedInformerFactory(kube, 0)
-	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, nodetopology.Options{Resync: time.Minute, Clock: clk, Relabel: relabel})
+	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,41 +198,45 @@ func start(t *testing.T, src *fakeSource, relabel func(context.Context, kubernet
 	done := make(chan struct{})
 	go func() { c.Run(ctx, 2); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
-	return kube, clk
+	return env{kube: kube, clk: clk, ev: rec, reg: reg}
 }
 
 // TestObservedOnChange: each Node is observed once at start, again on every
-// change notification and every resync tick, and not otherwise.
+// change notification and every resync tick, and not otherwise; drift is
+// an event and counts in the gauge until it is gone.
 func TestObservedOnChange(t *testing.T) {
 	src := newFakeSource()
-	_, clk := start(t, src, nil, "n1", "n2")
+	e := start(t, src, nil, "n1", "n2")
 	seen := map[string]bool{}
 	for range 2 {
-		seen[src.next(t).node] = true
+		seen[src.next(t)] = true
 	}
 	if !seen["n1"] || !seen["n2"] {
 		t.Fatalf("at start: %v", seen)
 	}
 	src.set("n1", provider.Observation{Drift: drift("n1")}, nil)
 	src.changed.Notify()
-	got := map[string]int{}
-	for range 2 {
-		r := src.next(t)
-		got[r.node] = r.drift
-	}
-	if got["n1"] != 1 || got["n2"] != 0 {
-		t.Errorf("after a change: drift per node %v", got)
-	}
-	// The resync: a minute on the fake clock.
-	poll.True(t, "the resync timer set", clk.HasWaiters)
-	clk.Step(time.Minute)
 	for range 2 {
 		src.next(t)
 	}
+	if ev := e.ev.Wait(t, "n1", nodetopology.ReasonTopologyDrift); ev.Type != v1.EventTypeWarning || !strings.Contains(ev.Message, "labels.onDrift: keep") {
+		t.Errorf("drift event %+v", ev)
+	}
+	poll.True(t, "the drift gauge at 1", func() bool { return e.drifted(t) == "1" })
+	// The resync: a minute on the fake clock. The drift is gone by then.
+	src.set("n1", provider.Observation{}, nil)
+	poll.True(t, "the resync timer set", e.clk.HasWaiters)
+	e.clk.Step(time.Minute)
+	for range 2 {
+		src.next(t)
+	}
+	poll.True(t, "the drift gauge back at 0", func() bool { return e.drifted(t) == "0" })
+	e.ev.None(t)
 }
 
-// TestRelabel: with the relabel policy a drifted Node is patched, then
-// reported as relabelled; a failed patch is reported as drift and retried.
+// TestRelabel: with the relabel policy a drifted Node is patched, with a
+// TopologyRelabelled event; a failed patch is a TopologyDrift event and is
+// retried on the controller's clock.
 func TestRelabel(t *testing.T) {
 	src := newFakeSource()
 	src.set("n1", provider.Observation{Drift: drift("n1"), Relabel: true}, nil)
@@ -223,68 +251,57 @@ func TestRelabel(t *testing.T) {
 		}
 		return nil
 	}
-	_, clk := start(t, src, relabel, "n1")
-	if r := src.next(t); r.relabelled || r.drift != 1 {
-		t.Errorf("failed patch: %+v, want drift reported", r)
-	}
+	e := start(t, src, relabel, "n1")
+	e.ev.Wait(t, "n1", nodetopology.ReasonTopologyDrift)
 	// The retry's back-off runs on the controller's clock.
-	var r report
+	var got events.Event
 	poll.True(t, "the retry", func() bool {
-		clk.Step(time.Second)
+		e.clk.Step(time.Second)
 		select {
-		case r = <-src.reports:
+		case got = <-e.ev.C:
 			return true
 		default:
 			return false
 		}
 	})
-	if !r.relabelled {
-		t.Errorf("retry: %+v, want relabelled", r)
+	if got.Object != "n1" || got.Reason != nodetopology.ReasonTopologyRelabelled || got.Type != v1.EventTypeNormal {
+		t.Errorf("retry: %+v, want n1 relabelled", got)
 	}
+	poll.True(t, "the drift gauge at 0 after the relabel", func() bool { return e.drifted(t) == "0" })
 }
 
-// TestLookupErrorsLeftToTheFramework: a Node whose VM cannot be found is
-// not reported (the framework's controllers report lookup errors); a
-// deleted Node is forgotten.
+// TestLookupErrorsLeftToTheFramework: a Node whose VM cannot be found
+// gets no event from the controller (the framework's controllers report
+// lookup errors); a deleted Node's drift is forgotten.
 func TestLookupErrorsLeftToTheFramework(t *testing.T) {
 	src := newFakeSource()
 	src.set("n1", provider.Observation{}, errors.New("vCenter down"))
-	kube, _ := start(t, src, nil, "n1", "n2")
-	if r := src.next(t); r.node != "n2" {
-		t.Errorf("reported %+v, want only n2", r)
+	src.set("n2", provider.Observation{Drift: drift("n2")}, nil)
+	e := start(t, src, nil, "n1", "n2")
+	if ev := e.ev.Wait(t, "n2", nodetopology.ReasonTopologyDrift); ev.Object != "n2" {
+		t.Errorf("event %+v", ev)
 	}
-	if err := kube.CoreV1().Nodes().Delete(context.Background(), "n2", metav1.DeleteOptions{}); err != nil {
+	poll.True(t, "the drift gauge at 1", func() bool { return e.drifted(t) == "1" })
+	if err := e.kube.CoreV1().Nodes().Delete(context.Background(), "n2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case n := <-src.forgot:
-		if n != "n2" {
-			t.Errorf("forgot %s", n)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("deleted Node not forgotten")
-	}
-	select {
-	case r := <-src.reports:
-		t.Errorf("unexpected report %+v", r)
-	default:
-	}
+	poll.True(t, "the deleted Node's drift forgotten", func() bool { return e.drifted(t) == "0" })
+	e.ev.None(t)
 }
 
-// TestRetryWaiting: when a vCenter is back, the Nodes waiting for
-// initialization whose lookup failed are annotated (the framework's node
-// controller then retries them at once); an initialized Node leaves the
-// waiting list untouched.
+// TestRetryWaiting: when a vCenter is back, every Node that still waits
+// for initialization (the framework's uninitialized taint) is annotated,
+// so that the framework's node controller retries it at once; an
+// initialized Node is not touched.
 func TestRetryWaiting(t *testing.T) {
 	src := newFakeSource()
-	src.waiting = []string{"waits", "done"}
 	_, ctx := ktesting.NewTestContext(t)
-	kube, _ := start(t, src, nil)
+	e := start(t, src, nil)
 	for _, n := range []*v1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "waits"}, Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "done"}},
 	} {
-		if _, err := kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -293,14 +310,36 @@ func TestRetryWaiting(t *testing.T) {
 		src.next(t)
 	}
 	src.recovered.Notify()
-	// One pass over the waiting list does both, in no particular order.
-	poll.True(t, "the retry annotation, and the initialized Node off the waiting list", func() bool {
-		n, err := kube.CoreV1().Nodes().Get(ctx, "waits", metav1.GetOptions{})
-		return err == nil && n.Annotations[provider.AnnotationRetry] != "" && slices.Equal(src.Waiting(), []string{"waits"})
+	poll.True(t, "the retry annotation", func() bool {
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, "waits", metav1.GetOptions{})
+		return err == nil && n.Annotations[nodetopology.AnnotationRetry] != ""
 	})
-	if n, err := kube.CoreV1().Nodes().Get(ctx, "done", metav1.GetOptions{}); err != nil || n.Annotations[provider.AnnotationRetry] != "" {
+	if n, err := e.kube.CoreV1().Nodes().Get(ctx, "done", metav1.GetOptions{}); err != nil || n.Annotations[nodetopology.AnnotationRetry] != "" {
 		t.Errorf("the initialized Node was annotated: %v %v", err, n.Annotations)
 	}
+}
+
+// TestDeletionsHeld: Nodes labelled with a vCenter or datacenter that is
+// not configured are counted by vCenter and datacenter, and the series
+// goes when no Node names it.
+func TestDeletionsHeld(t *testing.T) {
+	src := newFakeSource()
+	src.outside["old-1"] = &provider.NotConfiguredError{Node: "old-1", VCenter: "vc-old"}
+	src.outside["old-2"] = &provider.NotConfiguredError{Node: "old-2", VCenter: "vc-old"}
+	src.outside["dc"] = &provider.NotConfiguredError{Node: "dc", VCenter: "vc-a", Datacenter: "dc-9"}
+	e := start(t, src, nil, "old-1", "old-2", "dc", "fine")
+	held := func(vc, dc string) string {
+		return gaugeValue(t, e.reg, "vsphere_ccm_node_deletions_held_nodes", dc, vc) // labels sorted by name
+	}
+	poll.True(t, "the held deletions counted", func() bool { return held("vc-old", "") == "2" && held("vc-a", "dc-9") == "1" })
+	// The vCenter is configured again (a restart with the new config
+	// asks again; here the next change does).
+	src.mu.Lock()
+	delete(src.outside, "old-1")
+	delete(src.outside, "old-2")
+	src.mu.Unlock()
+	src.changed.Notify()
+	poll.True(t, "the vCenter's series gone", func() bool { return held("vc-old", "") == "" && held("vc-a", "dc-9") == "1" })
 }
 
 // oosStart is when the out-of-service tests' fake clock starts and their
@@ -321,20 +360,21 @@ func powerProof(ref string, st vimtypes.VirtualMachinePowerState, proven bool) p
 
 // startOutOfService runs a controller with the out-of-service policy
 // (NotReady 1 minute, powered off 30 s) on kube, its clock at oosStart.
-func startOutOfService(t *testing.T, kube *fake.Clientset, src *fakeSource) (context.Context, *clocktesting.FakeClock) {
+func startOutOfService(t *testing.T, kube *fake.Clientset, src *fakeSource) (context.Context, *clocktesting.FakeClock, *events.Recorder) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	clk := clocktesting.NewFakeClock(oosStart)
-	factory := informers.NewSharedInformerFactory(kube, 0)
-	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, nodetopology.Options{Resync: time.Hour, Clock: clk,
+	opts, rec, _ := controllerOptions(t, nodetopology.Options{Resync: time.Hour, Clock: clk,
 		OutOfService: config.OutOfService{Enabled: true, NotReadyFor: time.Minute, PoweredOffFor: 30 * time.Second}})
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, opts)
 	must.OK(t, err)
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() { c.Run(ctx, 2); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
-	return ctx, clk
+	return ctx, clk, rec
 }
 
 // TestOutOfService drives the out-of-service policy with a fake clock: a
@@ -346,7 +386,7 @@ func TestOutOfService(t *testing.T) {
 	src := newFakeSource()
 	src.setPower("off", powerProof("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff, true))
 	src.setPower("blind", powerProof("vm-2", vimtypes.VirtualMachinePowerStatePoweredOff, false))
-	ctx, clk := startOutOfService(t, kube, src)
+	ctx, clk, rec := startOutOfService(t, kube, src)
 
 	tainted := func(name string) bool {
 		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -365,17 +405,9 @@ func TestOutOfService(t *testing.T) {
 		clk.Step(5 * time.Second)
 		return tainted("off")
 	})
-	got := map[oosReport]bool{}
-	for len(got) < 2 {
-		select {
-		case r := <-src.oos:
-			got[r] = true
-		case <-time.After(30 * time.Second):
-			t.Fatalf("reports so far: %v", got)
-		}
-	}
-	if !got[oosReport{node: "off", added: true}] || !got[oosReport{node: "blind", unproven: true}] {
-		t.Errorf("reports %v, want off added and blind unproven", got)
+	got := rec.WaitAll(t, "off/"+nodetopology.ReasonOutOfServiceTaintAdded, "blind/"+nodetopology.ReasonOutOfServiceUnproven)
+	if ev := got["off/"+nodetopology.ReasonOutOfServiceTaintAdded]; ev.Type != v1.EventTypeWarning || !strings.Contains(ev.Message, "powered off") {
+		t.Errorf("taint event %+v", ev)
 	}
 	if tainted("blind") {
 		t.Errorf("a Node whose VM's power state is unproven was tainted")
@@ -385,10 +417,8 @@ func TestOutOfService(t *testing.T) {
 	src.setPower("off", powerProof("vm-1", vimtypes.VirtualMachinePowerStatePoweredOn, true))
 	src.changed.Notify()
 	poll.True(t, "the taint removed", func() bool { return !tainted("off") })
-	for r := range src.oos {
-		if r == (oosReport{node: "off"}) {
-			break
-		}
+	if ev := rec.Wait(t, "off", nodetopology.ReasonOutOfServiceTaintRemoved); ev.Type != v1.EventTypeNormal {
+		t.Errorf("removal event %+v", ev)
 	}
 }
 
@@ -406,7 +436,7 @@ func TestOutOfServiceSafety(t *testing.T) {
 	src.setPower("stale", powerProof("vm-1", vimtypes.VirtualMachinePowerStatePoweredOff, true))
 	src.liveOn["stale"] = true
 	src.setPower("operator", powerProof("vm-2", vimtypes.VirtualMachinePowerStatePoweredOn, true))
-	ctx, clk := startOutOfService(t, kube, src)
+	ctx, clk, rec := startOutOfService(t, kube, src)
 
 	get := func(name string) *v1.Node {
 		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -425,8 +455,8 @@ func TestOutOfServiceSafety(t *testing.T) {
 	poll.True(t, "the live check's refusal reported", func() bool {
 		clk.Step(5 * time.Second)
 		select {
-		case r := <-src.oos:
-			return r == oosReport{node: "stale", unproven: true}
+		case e := <-rec.C:
+			return e.Object == "stale" && e.Reason == nodetopology.ReasonOutOfServiceUnproven && strings.Contains(e.Message, "live check")
 		default:
 			return false
 		}
@@ -443,7 +473,7 @@ func TestPlacementPatched(t *testing.T) {
 	src.set("n1", provider.Observation{PlacementLabels: []provider.Drift{
 		{Node: "n1", Label: provider.LabelHost, Labelled: "esx-1", Now: "esx-2"},
 		{Node: "n1", Label: provider.LabelHostGroup, Labelled: "site-a", Now: ""}}}, nil)
-	kube, _ := start(t, src, nil, "n1")
+	kube := start(t, src, nil, "n1").kube
 	_, err := kube.CoreV1().Nodes().Patch(context.Background(), "n1", "application/merge-patch+json",
 		[]byte(`{"metadata":{"labels":{"vsphere.vsphere-ccm.io/host":"esx-1","vsphere.vsphere-ccm.io/host-group":"site-a"}}}`), metav1.PatchOptions{})
 	must.OK(t, err)
@@ -460,7 +490,7 @@ func TestPlacementPatched(t *testing.T) {
 func TestZoneMoveTaint(t *testing.T) {
 	src := newFakeSource()
 	src.set("n1", provider.Observation{Drift: drift("n1"), Taint: true}, nil)
-	kube, _ := start(t, src, nil, "n1")
+	kube := start(t, src, nil, "n1").kube
 	get := func() *v1.Node {
 		n, err := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 		must.OK(t, err)
@@ -472,24 +502,20 @@ func TestZoneMoveTaint(t *testing.T) {
 		})
 	}
 	poll.True(t, "the zone-move taint", func() bool { return tainted(get()) })
-	for len(src.reports) > 0 {
-		<-src.reports
-	}
+
 	// The operator accepts the move: removes the taint.
 	n := get()
 	n.Spec.Taints = nil
 	_, err := kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
 	must.OK(t, err)
-	// The controller looks at the Node again (its taints changed) and
-	// reports: by then it has decided.
-	poll.True(t, "the Node checked after the operator's change", func() bool {
-		select {
-		case <-src.reports:
-			return true
-		default:
-			return false
-		}
-	})
+	// The controller looks at the Node again (its taints changed): wait
+	// for the observation of the untainted Node; a Node is never synced by
+	// two workers at once, so once the next observation starts, the
+	// decision about the operator's change is made.
+	for n := src.nextNode(t); len(n.Spec.Taints) > 0; n = src.nextNode(t) {
+	}
+	src.changed.Notify()
+	src.next(t)
 	if n := get(); tainted(n) || n.Annotations[nodetopology.AnnotationZoneMoved] == "" {
 		t.Errorf("after the operator removed the taint: taints %v, annotations %v; want no taint, the move recorded", n.Spec.Taints, n.Annotations)
 	}

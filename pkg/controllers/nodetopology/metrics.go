@@ -1,0 +1,106 @@
+package nodetopology
+
+import (
+	"k8s.io/component-base/metrics"
+)
+
+// Metrics are the controller's Prometheus metrics, about the decisions it
+// makes and the state it keeps. Create them with NewMetrics, register
+// Collectors() (the command registers them in the framework's registry)
+// and pass them in Options. A nil *Metrics records nothing.
+type Metrics struct {
+	drifted       *metrics.GaugeVec
+	oosTaints     *metrics.CounterVec
+	oosNodes      *metrics.Gauge
+	oosUnproven   *metrics.Counter
+	deletionsHeld *metrics.GaugeVec
+}
+
+const namespace = "vsphere_ccm"
+
+// oosChanges are the label values of the out-of-service counter, created
+// at 0 so that a rule's increase() sees the first taint.
+var oosChanges = []string{"added", "removed"}
+
+// NewMetrics creates the metrics (not registered).
+func NewMetrics() *Metrics {
+	return &Metrics{
+		drifted: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_topology_drifted",
+			Help:           "Initialized Nodes whose zone or region label no longer matches their VM (moved, retagged, regrouped), by the VM's vCenter.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		oosTaints: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "out_of_service_taints_total",
+			Help:           "Out-of-service taints (nodes.outOfService) added to Nodes whose VM is proven powered off, and removed when it powers on, by change (added, removed).",
+			StabilityLevel: metrics.ALPHA}, []string{"change"}),
+		oosNodes: metrics.NewGauge(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_out_of_service",
+			Help: "Nodes that carry the out-of-service taint the CCM added.", StabilityLevel: metrics.ALPHA}),
+		oosUnproven: metrics.NewCounter(&metrics.CounterOpts{Namespace: namespace, Name: "out_of_service_unproven_total",
+			Help:           "Checks of NotReady Nodes past nodes.outOfService.notReadyFor whose VM's power state could not be proven (vCenter down or not current, host not answering): no taint added.",
+			StabilityLevel: metrics.ALPHA}),
+		deletionsHeld: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "node_deletions_held_nodes",
+			Help:           "Nodes labelled with a vCenter (and datacenter, \"\" for the whole vCenter) that is not configured. While any exists, no Node is deleted for a missing VM: its VM may have moved there.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter", "datacenter"}),
+	}
+}
+
+// Collectors lists every metric, for registration.
+func (m *Metrics) Collectors() []metrics.Registerable {
+	return []metrics.Registerable{m.drifted, m.oosTaints, m.oosNodes, m.oosUnproven, m.deletionsHeld}
+}
+
+// initialize creates, at 0, the series alert rules read: per configured
+// vCenter for the drift gauge, per change for the taint counter. The
+// metrics must be registered first (they are no-ops until then).
+func (m *Metrics) initialize(vcenters []string) {
+	if m == nil {
+		return
+	}
+	for _, c := range oosChanges {
+		m.oosTaints.WithLabelValues(c)
+	}
+	for _, vc := range vcenters {
+		m.drifted.WithLabelValues(vc).Set(0)
+	}
+	m.oosNodes.Set(0)
+}
+
+func (m *Metrics) setDrifted(perVCenter map[string]int, vcenters []string) {
+	if m == nil {
+		return
+	}
+	for _, vc := range vcenters {
+		m.drifted.WithLabelValues(vc).Set(float64(perVCenter[vc]))
+	}
+	for vc, n := range perVCenter { // a VM in a vCenter the options do not list
+		m.drifted.WithLabelValues(vc).Set(float64(n))
+	}
+}
+
+func (m *Metrics) outOfService(change string) {
+	if m != nil {
+		m.oosTaints.WithLabelValues(change).Inc()
+	}
+}
+
+func (m *Metrics) unproven() {
+	if m != nil {
+		m.oosUnproven.Inc()
+	}
+}
+
+func (m *Metrics) setOutOfServiceNodes(n int) {
+	if m != nil {
+		m.oosNodes.Set(float64(n))
+	}
+}
+
+// setDeletionsHeld replaces the held-deletion series with held (by
+// vCenter and datacenter).
+func (m *Metrics) setDeletionsHeld(held map[[2]string]int) {
+	if m == nil {
+		return
+	}
+	m.deletionsHeld.Reset()
+	for k, n := range held {
+		m.deletionsHeld.WithLabelValues(k[0], k[1]).Set(float64(n))
+	}
+}
