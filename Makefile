@@ -58,7 +58,7 @@ control-plane:
 e2e: control-plane
 	$(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e
 
-## soak: the real binary (two replicas, leader election), a real API server and three simulated
+## soak: the real binary (three replicas, leader election, one never killed), a real API server and three simulated
 ## vCenters under a seeded random schedule of faults, for SOAK (default 3m); SEED=n replays a run
 SOAK ?= 3m
 SEED ?= 0

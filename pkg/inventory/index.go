@@ -33,7 +33,7 @@ type Client interface {
 type Index struct {
 	client        Client
 	log           klog.Logger
-	clock         clock.PassiveClock
+	clock         clock.Clock
 	staleAfter    time.Duration // see Options.StaleAfter
 	searchTimeout time.Duration // see Options.SearchTimeout
 	reader        *batchReader  // direct reads of details

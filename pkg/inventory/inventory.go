@@ -49,7 +49,7 @@ type Options struct {
 	// answering delays a lookup by at most this.
 	SearchTimeout time.Duration
 	// Clock tells the time (default: the real clock).
-	Clock clock.PassiveClock
+	Clock clock.Clock
 }
 
 // defaultSearchTimeout is Options.SearchTimeout when unset.

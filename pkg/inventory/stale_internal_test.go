@@ -26,7 +26,7 @@ func (connected) Do(context.Context, func(context.Context, *vcenter.Session) err
 // TestStaleAfter: an index is current only while its last successful
 // round is younger than StaleAfter; the next round makes it current again.
 func TestStaleAfter(t *testing.T) {
-	fc := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, Clock: fc})
 	ix.mu.Lock()
 	ix.synced = true
@@ -64,7 +64,7 @@ func TestStaleAfter(t *testing.T) {
 // state says its identity may be wrong, is counted until it is readable
 // again or leaves; then the index proves absence again.
 func TestUnreadableIdentities(t *testing.T) {
-	fc := clocktesting.NewFakePassiveClock(time.Now())
+	fc := clocktesting.NewFakeClock(time.Now())
 	ix := NewIndex(connected{}, Options{Clock: fc})
 	ix.mu.Lock()
 	ix.synced = true

@@ -87,7 +87,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 		if errors.Is(err, vcenter.ErrUnavailable) {
 			d = 0
 		}
-		if vcenter.Pause(ctx, d, health) != nil {
+		if vcenter.Pause(ctx, ix.clock, d, health) != nil {
 			return
 		}
 	}

@@ -9,9 +9,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vmware/govmomi/vim25/types"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
 // The reference's own answers for these layouts and many more are checked
@@ -95,27 +98,31 @@ func TestAddresses(t *testing.T) {
 	}
 }
 
-// The reference's guestId table, not substrings: the whole table is
-// compared with the reference's by make parity.
-func TestInstanceType(t *testing.T) {
-	cases := []struct {
-		guestID string
-		mem     int32
-		want    string
-	}{
-		{"ubuntu64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-ubuntu"},
-		{"vmwarePhoton64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-photon"},
-		{"rhel7_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-rhel7"},
-		{"rhel9_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-unknown"},
-		{"windows9Server64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-win10server"},
-		{"debian12_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-unknown"},
-		{"darwin16_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-darwin"},
-		{"otherLinux64Guest", 1536, "vsphere-vm.cpu-4.mem-1gb.os-linux"},
-		{"", 512, "vsphere-vm.cpu-4.mem-0gb.os-unknown"},
+func TestAddressRulesOnSimulator(t *testing.T) {
+	e := stretched(t, "labels:\n  zone: k8s-zone\nnodes:\n  internalNetworkSubnetCidr: [10.99.0.0/16, fd00::/8]\n  excludeInternalNetworkSubnetCidr: [10.99.0.100/32]\n  externalNetworkSubnetCidr: [192.0.2.0/24]\n",
+		map[string][]string{"vc-c": {"ipFamily: [ipv6, ipv4]"}})
+	c := e.fleet.VCenter("vc-c")
+	vm := c.VMs[0]
+	// Two NICs: a VIP that must not become the InternalIP, then the real address;
+	// a public address on a second NIC; a guest-only adapter.
+	c.SetGuest(vm.Ref, vm.Name+".example.test", []types.GuestNicInfo{
+		{Network: "VM Network", DeviceConfigId: 4000, IpAddress: []string{"10.99.0.100", "10.99.0.5", "fe80::1", "fd00:99::5"}},
+		{Network: "public", DeviceConfigId: 4001, IpAddress: []string{"192.0.2.7", "2001:db8::7"}},
+		{Network: "", DeviceConfigId: -1, IpAddress: []string{"172.17.0.1"}},
+	})
+	poll.True(t, "guest info", func() bool {
+		md, err := e.p.InstanceMetadata(e.ctx, node(vm))
+		return err == nil && len(md.NodeAddresses) > 0 && slices.ContainsFunc(md.NodeAddresses, func(a v1.NodeAddress) bool { return a.Address == "10.99.0.5" })
+	})
+	md, err := e.p.InstanceMetadata(e.ctx, node(vm))
+	must.OK(t, err)
+	want := []v1.NodeAddress{
+		{Type: v1.NodeHostName, Address: vm.Name + ".example.test"},
+		{Type: v1.NodeInternalIP, Address: "fd00:99::5"}, // ipv6 first; external subnet is IPv4 only
+		{Type: v1.NodeInternalIP, Address: "10.99.0.5"},
+		{Type: v1.NodeExternalIP, Address: "192.0.2.7"},
 	}
-	for _, tc := range cases {
-		if got := provider.InstanceType(inventory.VM{GuestID: tc.guestID, NumCPU: 4, MemoryMB: tc.mem}); got != tc.want {
-			t.Errorf("%q, %d MB: %s, want %s", tc.guestID, tc.mem, got, tc.want)
-		}
+	if !slices.Equal(md.NodeAddresses, want) {
+		t.Errorf("addresses\n got %v\nwant %v", md.NodeAddresses, want)
 	}
 }

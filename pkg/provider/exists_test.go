@@ -11,7 +11,9 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
@@ -284,4 +286,103 @@ func TestSilentVCenter(t *testing.T) {
 	if ok, err := e.p.InstanceExists(e.ctx, gone); !ok && err == nil {
 		t.Errorf("vc-b answering again: InstanceExists = false, nil; its VM is there")
 	}
+}
+
+// TestAbsenceWithNodesElsewhere: while any Node is labelled with a vCenter
+// that is not configured, no VM is proven absent: the VM not found may
+// have moved there (a cross-vCenter vMotion, then that vCenter removed
+// from the config: found by the fault soak). Once no such Node remains,
+// absence is proven again.
+func TestAbsenceWithNodesElsewhere(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 1})
+	must.OK(t, err)
+	defer f.Close()
+	cfg, _, err := config.Parse("t.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n", nil)), config.Options{})
+	must.OK(t, err)
+	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone", Labels: map[string]string{provider.LabelVCenter: "vc-a"}},
+		Spec: v1.NodeSpec{ProviderID: "vsphere://4211aaaa-0000-4000-8000-0000000000ff"}}
+	elsewhere := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Labels: map[string]string{provider.LabelVCenter: "vc-removed"}}}
+	kube := fake.NewClientset(gone, elsewhere)
+	p, err := provider.New(cfg, provider.Options{})
+	must.OK(t, err)
+	must.OK(t, p.Start(ctx, kube))
+	defer p.Close()
+	must.OK(t, p.WaitForSync(ctx))
+
+	ok, err := p.InstanceExists(ctx, gone)
+	var nc *provider.NotConfiguredError
+	if ok || !errors.As(err, &nc) || !nc.Other || nc.VCenter != "vc-removed" {
+		t.Fatalf("with a Node labelled with an unconfigured vCenter: InstanceExists = %v, %v; want an unproven absence naming it", ok, err)
+	}
+	must.OK(t, kube.CoreV1().Nodes().Delete(ctx, "elsewhere", metav1.DeleteOptions{}))
+	if ok, err := p.InstanceExists(ctx, gone); ok || err != nil {
+		t.Errorf("no such Node left: InstanceExists = %v, %v; want false, nil (gone)", ok, err)
+	}
+}
+
+func TestErrorsNeverMeanGone(t *testing.T) {
+	e := stretched(t, "", nil)
+	a, b, c := e.fleet.VCenter("vc-a"), e.fleet.VCenter("vc-b"), e.fleet.VCenter("vc-c")
+
+	// Duplicate BIOS UUID in two vCenters: an error naming both, never a pick.
+	dup := a.VMs[0]
+	b.SetUUID(b.VMs[1].Ref, dup.UUID)
+	n := node(dup)
+	n.Spec.ProviderID = "vsphere://" + dup.UUID
+	poll.True(t, "ambiguity", func() bool {
+		_, err := e.p.InstanceMetadata(e.ctx, n)
+		return errors.Is(err, inventory.ErrAmbiguous)
+	})
+	if ok, err := e.p.InstanceExists(e.ctx, n); ok || err == nil || !strings.Contains(err.Error(), "vc-b/dc-1/"+b.VMs[1].Name) {
+		t.Errorf("InstanceExists on a duplicate: %v, %v", ok, err)
+	}
+
+	// Conflicting zone tags: an error naming the object and the tags.
+	must.OK(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
+	must.OK(t, e.p.Topology().Cache("vc-c").Refresh(e.ctx))
+	_, err := e.p.InstanceMetadata(e.ctx, node(c.VMs[0]))
+	if err == nil || !strings.Contains(err.Error(), "zone-other") || !strings.Contains(err.Error(), c.VMs[0].Cluster) {
+		t.Errorf("conflicting tags: %v", err)
+	}
+
+	// vc-a goes down: its nodes error, never "gone"; the others work.
+	must.OK(t, a.SetMode(vcsim.Down))
+	ca, _ := e.p.Pool().Client("vc-a")
+	poll.True(t, "vc-a down", func() bool {
+		_, _ = e.p.InstanceExists(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}})
+		return ca.Health().State == vcenter.Down
+	})
+	for _, vm := range e.fleet.VMs() {
+		if vm.Name == dup.Name || vm.Ref == b.VMs[1].Ref && vm.VCenter == "vc-b" {
+			continue
+		}
+		n := node(vm)
+		n.Spec.ProviderID = "vsphere://" + vm.UUID
+		ok, err := e.p.InstanceExists(e.ctx, n)
+		if vm.VCenter == "vc-a" {
+			// Known but not askable: an error, never "gone", never stale data.
+			if err == nil || ok || !errors.Is(err, vcenter.ErrUnavailable) {
+				t.Errorf("%s of the down vCenter: %v, %v; want an ErrUnavailable error", vm.Name, ok, err)
+			}
+			if _, err := e.p.InstanceMetadata(e.ctx, n); err == nil {
+				t.Errorf("%s: metadata served while its vCenter is down", vm.Name)
+			}
+			continue
+		}
+		if !ok || err != nil {
+			t.Errorf("%s during vc-a's outage: %v, %v", vm.Name, ok, err)
+		}
+	}
+	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000001"}}
+	if ok, err := e.p.InstanceExists(e.ctx, gone); ok || err == nil || !errors.Is(err, vcenter.ErrUnavailable) {
+		t.Errorf("unknown VM while vc-a is down: %v, %v; want an error, never false", ok, err)
+	}
+	must.OK(t, a.SetMode(vcsim.Up))
+	poll.True(t, "definitive answer after recovery", func() bool {
+		ok, err := e.p.InstanceExists(e.ctx, gone)
+		return !ok && err == nil
+	})
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "k8s.io/api/core/v1"

@@ -44,7 +44,7 @@ type tagInfo struct {
 type Cache struct {
 	client     Client
 	categories []string // names of the categories of interest
-	clock      clock.PassiveClock
+	clock      clock.Clock
 
 	mu        sync.RWMutex
 	catalog   *catalog                                  // nil until read once
@@ -64,8 +64,8 @@ type catalog struct {
 }
 
 // NewCache returns an empty cache for the named categories; clk tells its
-// age (nil: the real clock).
-func NewCache(c Client, categories []string, clk clock.PassiveClock) *Cache {
+// age and paces its refreshes (nil: the real clock).
+func NewCache(c Client, categories []string, clk clock.Clock) *Cache {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -101,7 +101,7 @@ func (c *Cache) Run(ctx context.Context, interval time.Duration) {
 		case errors.Is(err, vcenter.ErrUnavailable):
 			wait = 0 // nothing to do until the vCenter is back
 		}
-		_ = vcenter.Pause(ctx, wait, health) // ctx's end is seen at the top
+		_ = vcenter.Pause(ctx, c.clock, wait, health) // ctx's end is seen at the top
 	}
 }
 

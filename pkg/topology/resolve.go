@@ -73,7 +73,7 @@ type ResolverOptions struct {
 	// is seen at once, at the cost of at most one refresh per interval.
 	MissRefreshAfter time.Duration
 	// Clock tells the tag caches' age (default: the real clock).
-	Clock clock.PassiveClock
+	Clock clock.Clock
 }
 
 // NewResolver builds one tag cache per vCenter client.

@@ -254,7 +254,7 @@ func TestTagAttachedAfterRefresh(t *testing.T) {
 // only once the cache is older than asked, by the Resolver's clock.
 func TestRefreshIfOlderByClock(t *testing.T) {
 	f, ctx := startFleet(t)
-	clk := clocktesting.NewFakePassiveClock(time.Now())
+	clk := clocktesting.NewFakeClock(time.Now())
 	s := start(t, ctx, f, zoneAndRegion, nil, topology.ResolverOptions{Clock: clk})
 	c := s.res.Cache("vc-b")
 	if did, err := c.RefreshIfOlder(ctx, time.Minute); did || err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 )
 
 // Backoff is the one retry pacing of this CCM's loops (a vCenter that is
@@ -19,13 +20,14 @@ func Backoff(min, max time.Duration) *wait.Backoff {
 // (the inventory's updates, the tag refreshes): until ctx ends, wake is
 // signalled (closed: HealthChanged) or d has passed. d <= 0 waits for wake
 // alone (a vCenter that is down: nothing to do until it is back); a nil
-// wake never signals. It returns ctx.Err().
-func Pause(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
+// wake never signals. The time passes on clk (the loop's injected clock).
+// It returns ctx.Err().
+func Pause(ctx context.Context, clk clock.Clock, d time.Duration, wake <-chan struct{}) error {
 	var timeout <-chan time.Time
 	if d > 0 {
-		t := time.NewTimer(d)
+		t := clk.NewTimer(d)
 		defer t.Stop()
-		timeout = t.C
+		timeout = t.C()
 	}
 	select {
 	case <-ctx.Done():

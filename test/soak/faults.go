@@ -276,7 +276,17 @@ func (s *soak) faultKinds() []fault {
 			if !s.hold("ccm") {
 				return nil, errSkip
 			}
+			// The leader, unless it is the observer or the faults end
+			// soon (a new leader's role change would reset the observer's
+			// baseline): then a standby that is not the observer.
 			slot := s.leader()
+			if slot == observer || time.Until(s.faultsEnd) < quietEnd {
+				slot = s.rnd.IntN(observer)
+				if slot == s.leader() {
+					s.release("ccm")
+					return nil, errSkip
+				}
+			}
 			s.mu.Lock()
 			p := s.ccms[slot]
 			s.killedAt = append(s.killedAt, time.Now())
@@ -291,9 +301,9 @@ func (s *soak) faultKinds() []fault {
 			if !s.hold("ccm") {
 				return nil, errSkip
 			}
-			if s.countOf(s.faults, "vCenter removed from the config") > 0 {
+			if s.countOf(s.faults, "vCenter removed from the config") > 0 || time.Until(s.faultsEnd) < quietEnd+30*time.Second {
 				s.release("ccm")
-				return nil, errSkip // once per run: every replica restarts twice
+				return nil, errSkip // once per run, early: every replica restarts twice, the observer too
 			}
 			v := s.randomVCenter()
 			if err := s.writeConfig(v.Name); err != nil {
@@ -322,6 +332,7 @@ func (s *soak) inject(ctx context.Context, duration time.Duration) error {
 		total += k.weight
 	}
 	end := time.Now().Add(duration)
+	s.faultsEnd = end
 	next := time.Now()
 	for time.Now().Before(end) {
 		if err := s.dueReverts(ctx, time.Now()); err != nil {

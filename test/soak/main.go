@@ -1,4 +1,5 @@
-// Command soak runs the CCM binary (two replicas with leader election)
+// Command soak runs the CCM binary (three replicas with leader election,
+// one of them, the observer, never killed)
 // against a real API server and three simulated vCenters under a seeded
 // random schedule of faults, and checks its promises all along:
 //
@@ -79,7 +80,7 @@ func run(ctx context.Context, seed uint64, duration time.Duration, binary string
 		return err
 	}
 	defer s.close()
-	fmt.Printf("soak: seed %d, %v of faults over %d vCenters, %d Nodes, 2 CCM replicas\n", seed, duration, len(s.fleet.VCenters), len(s.truth.nodes()))
+	fmt.Printf("soak: seed %d, %v of faults over %d vCenters, %d Nodes, %d CCM replicas (replica %d never killed)\n", seed, duration, len(s.fleet.VCenters), len(s.truth.nodes()), replicas, observer)
 	if err := s.start(ctx); err != nil {
 		return err
 	}

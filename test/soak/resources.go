@@ -58,15 +58,17 @@ func (s *soak) sampleResources(phase string) {
 // goroutines by more than 100 nor its resident memory by more than half
 // (plus 30 MB) since its baseline.
 func (s *soak) checkResources() {
+	observed := false
 	defer func() {
-		if s.countOf(s.checks, "replica goroutine and memory growth") == 0 {
-			fmt.Println("soak: growth of goroutines and memory not checked: no replica ran a minute in one role before the end (leader kills restart them)")
+		if !observed {
+			s.fail("growth of goroutines and memory not checked: the observer replica did not keep one role for %v plus a minute before the end (run the soak for at least 2 minutes)", warmUp)
 		}
 	}()
 	for p, u := range s.procs {
 		if u.baseAt.IsZero() || u.end == 0 || time.Since(u.baseAt) < time.Minute {
 			continue // not long-lived enough to tell
 		}
+		observed = observed || p == s.ccms[observer]
 		s.count(s.checks, "replica goroutine and memory growth")
 		if u.endGoroutines > u.baseGoroutines+100 {
 			s.fail("%s: goroutines grew from %.0f to %.0f%s", p, u.baseGoroutines, u.endGoroutines, largestStacks(p))

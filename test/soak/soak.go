@@ -28,7 +28,16 @@ const (
 	loginBackoff   = 3 * time.Minute  // the default, and the least the config allows
 	sessionTimeout = 30 * time.Second // vcsim: idle sessions (of killed replicas) expire after 30-60 s
 	settleWithin   = 30 * time.Second
-	replicas       = 2
+	replicas       = 3
+	// observer is the replica no fault kills: it runs the whole soak, so
+	// that its goroutine and memory growth is checked in every run. It
+	// competes for the lease less often (a longer retry period), so the
+	// leader killed is mostly another replica and fail-overs go on.
+	observer = replicas - 1
+	// quietEnd: no fault that changes a replica's role or restarts it in
+	// the last this of the faults, so that the observer keeps one role for
+	// warmUp plus the minute its growth is measured over.
+	quietEnd = 2 * time.Minute
 )
 
 // soak is the system under test and what the soak knows to be true.
@@ -41,18 +50,19 @@ type soak struct {
 	rnd    *rand.Rand
 	truth  *truth
 
-	mu       sync.Mutex
-	ccms     [replicas]*ccmproc.Process
-	started  [replicas]int // processes started per slot
-	killedAt []time.Time
-	removed  string   // vCenter left out of the config, if any
-	failures []string // invariant violations
-	faults   map[string]int
-	checks   map[string]int
-	stopInf  context.CancelFunc
-	reverts  []revert        // pending undos (the inject loop's own)
-	busy     map[string]bool // what pending faults hold: a vCenter's front or Secret, a VM, the replicas
-	procs    map[*ccmproc.Process]*usage
+	mu        sync.Mutex
+	ccms      [replicas]*ccmproc.Process
+	started   [replicas]int // processes started per slot
+	killedAt  []time.Time
+	faultsEnd time.Time // when inject stops
+	removed   string    // vCenter left out of the config, if any
+	failures  []string  // invariant violations
+	faults    map[string]int
+	checks    map[string]int
+	stopInf   context.CancelFunc
+	reverts   []revert        // pending undos (the inject loop's own)
+	busy      map[string]bool // what pending faults hold: a vCenter's front or Secret, a VM, the replicas
+	procs     map[*ccmproc.Process]*usage
 }
 
 func newSoak(ctx context.Context, cp *controlplane.ControlPlane, binary, work string, rnd *rand.Rand) (*soak, error) {
@@ -169,9 +179,13 @@ func (s *soak) startCCM(slot int) error {
 	s.started[slot]++
 	n := s.started[slot]
 	s.mu.Unlock()
+	retry := "2s"
+	if slot == observer {
+		retry = "4s" // at most renewDeadline/1.2
+	}
 	p, err := ccmproc.Start(s.cp, s.binary, s.configPath(), filepath.Join(s.work, fmt.Sprintf("ccm-%d-%d.log", slot, n)), map[string]string{
 		"--v": "2", "--leader-elect": "true", "--leader-elect-lease-duration": "8s", "--leader-elect-renew-deadline": "6s",
-		"--leader-elect-retry-period": "2s", "--node-status-update-frequency": "5s", "--node-monitor-period": "2s"})
+		"--leader-elect-retry-period": retry, "--node-status-update-frequency": "5s", "--node-monitor-period": "2s"})
 	if err != nil {
 		return err
 	}
@@ -193,9 +207,16 @@ func (s *soak) start(ctx context.Context) error {
 			return err
 		}
 	}
+	// The first replica leads before the others start: a killable one, so
+	// that the first leader kill is a fail-over.
 	for i := range replicas {
 		if err := s.startCCM(i); err != nil {
 			return err
+		}
+		if i == 0 {
+			if err := s.waitLeader(ctx, 0); err != nil {
+				return err
+			}
 		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -353,6 +374,20 @@ func (s *soak) settle(ctx context.Context) error {
 	s.checkLogins()
 	s.sampleResources("end")
 	s.checkResources()
+	return nil
+}
+
+// waitLeader waits until the replica of slot holds the lease.
+func (s *soak) waitLeader(ctx context.Context, slot int) error {
+	deadline := time.Now().Add(time.Minute)
+	for !s.ccms[slot].LogContains("Successfully acquired lease") {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica %d did not acquire the lease within a minute", slot)
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
