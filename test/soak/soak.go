@@ -369,12 +369,36 @@ func (s *soak) settle(ctx context.Context) error {
 		}
 	}
 	if last != nil {
-		s.fail("labels not true %v after the faults stopped: %v", settleWithin, last)
+		s.fail("labels not true %v after the faults stopped: %v%s", settleWithin, last, s.whyKept())
 	}
 	s.checkLogins()
 	s.sampleResources("end")
 	s.checkResources()
 	return nil
+}
+
+// whyKept is, for each Node of a destroyed VM still there, the last word
+// of the leader on it (InstanceExists' verdict), so that a failure is
+// diagnosed from its message alone.
+func (s *soak) whyKept() string {
+	p := s.ccms[s.leader()]
+	if p == nil {
+		return ""
+	}
+	log := strings.Split(p.LogText(), "\n")
+	var b strings.Builder
+	for _, want := range s.truth.nodes() {
+		if want.exists {
+			continue
+		}
+		for i := len(log) - 1; i >= 0; i-- {
+			if strings.Contains(log[i], `node="`+want.name+`"`) && strings.Contains(log[i], "exists.go") {
+				fmt.Fprintf(&b, "\n  %s, last verdict on %s: %s", p, want.name, log[i])
+				break
+			}
+		}
+	}
+	return b.String()
 }
 
 // waitLeader waits until the replica of slot holds the lease.
