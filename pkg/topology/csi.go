@@ -30,8 +30,9 @@ import (
 // categories: tags on the VM's host
 // chain only (host, cluster, host folders, datacenter and its folders),
 // never the VM, its folders, staticTopology or host groups. Where CSI
-// reports no topology the error says why; *CSIAmbiguousError is a tag
-// layout on which CSI's answer depends on vCenter's listing order.
+// reports no topology the error says why; *ConflictError (two tags of a
+// category on one object) and *CSIAmbiguousError are tag layouts on which
+// CSI's answer depends on vCenter's listing order.
 func (r *Resolver) CSI(ctx context.Context, vm inventory.VM) (Result, error) {
 	ix := r.inv.Index(vm.VCenter)
 	cache := r.caches[vm.VCenter]
@@ -41,12 +42,15 @@ func (r *Resolver) CSI(ctx context.Context, vm inventory.VM) (Result, error) {
 	if err := cache.Ensure(ctx); err != nil {
 		return Result{}, fmt.Errorf("VM %s: read tags: %w", vm.Location(), err)
 	}
-	return csiWalk(cache, vm, HostChain(ix, vm), r.cfg.Labels.Zone, r.cfg.Labels.Region)
+	return csiWalk(cache, vm, HostChain(ix, vm), r.cfg.Labels.Zone, r.cfg.Labels.Region, nil)
 }
 
 // csiWalk is GetTopologyLabels on the cached tags of chain, host first,
-// for the zone and region categories that are set.
-func csiWalk(cache *Cache, vm inventory.VM, chain []inventory.Object, zoneCat, regionCat string) (Result, error) {
+// for the zone and region categories that are set. The reference CCM's own
+// zone lookup walks each of its chains the same way (reference.go). A value
+// found on an object that offHost says is not on the VM's host chain has
+// SourceVMTag (vSphere CSI does not see it); nil: every object is.
+func csiWalk(cache *Cache, vm inventory.VM, chain []inventory.Object, zoneCat, regionCat string, offHost func(inventory.Object) bool) (Result, error) {
 	var cats []string
 	for _, c := range []string{zoneCat, regionCat} {
 		if c != "" && !slices.Contains(cats, c) {
@@ -77,8 +81,9 @@ func csiWalk(cache *Cache, vm inventory.VM, chain []inventory.Object, zoneCat, r
 			names := here[c]
 			switch {
 			case len(names) > 1:
-				// CSI keeps the last listed, or the first when it completes the set.
-				return Result{}, &CSIAmbiguousError{VCenter: vm.VCenter, VM: vm.Location(), Object: describe(o), Category: c, Candidates: names}
+				// CSI and the reference keep the last listed, or the first
+				// when it completes the set: the object's own problem.
+				return Result{}, &ConflictError{VCenter: vm.VCenter, Object: describe(o), Category: c, Tags: names}
 			case len(names) == 1 && completes && found[c] != nil && found[c].Value != names[0]:
 				// The walk stops at the tag that completes the set: whether
 				// this one, listed before or after it, replaces the lower
@@ -88,7 +93,11 @@ func csiWalk(cache *Cache, vm inventory.VM, chain []inventory.Object, zoneCat, r
 		}
 		for _, c := range cats {
 			if names, ok := here[c]; ok && (found[c] == nil || !completes) {
-				found[c] = &Value{names[0], fmt.Sprintf("tag %s:%s on %s", c, names[0], describe(o)), SourceHostTag}
+				src := SourceHostTag
+				if offHost != nil && offHost(o) {
+					src = SourceVMTag
+				}
+				found[c] = &Value{names[0], fmt.Sprintf("tag %s:%s on %s", c, names[0], describe(o)), src}
 			}
 		}
 		if completes {

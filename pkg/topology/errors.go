@@ -88,8 +88,8 @@ func (e *CSIMissingError) Error() string {
 // Is makes errors.Is(err, ErrTopology) true.
 func (e *CSIMissingError) Is(target error) bool { return target == ErrTopology }
 
-// CSIAmbiguousError: what vSphere CSI computes for the VM depends on the
-// order in which vCenter lists the tags of an object of its host chain
+// CSIAmbiguousError: what vSphere CSI (and the reference CCM) computes for
+// the VM depends on the order in which vCenter lists the tags of an object
 // (two tags of one category, or tags of a category found lower and of the
 // last missing one on the same object).
 type CSIAmbiguousError struct {
@@ -98,7 +98,7 @@ type CSIAmbiguousError struct {
 }
 
 func (e *CSIAmbiguousError) Error() string {
-	return fmt.Sprintf("vCenter %q: VM %s: vSphere CSI's %s is %s depending on the order in which vCenter lists the tags of %s: keep one tag of the category per object, and tag zone and region at different levels or on the same object only",
+	return fmt.Sprintf("vCenter %q: VM %s: category %s is %s depending on the order in which vCenter lists the tags of %s (the reference CCM and vSphere CSI take whichever they meet last): keep one tag of the category per object, and tag zone and region at different levels or on the same object only",
 		e.VCenter, e.VM, e.Category, orList(e.Candidates), e.Object)
 }
 

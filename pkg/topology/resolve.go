@@ -222,13 +222,17 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 			return Result{}, fmt.Errorf("VM %s: read tags: %w", vm.Location(), err)
 		}
 	}
-	res, err := r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion)
+	var refChains [][]inventory.Object
+	if !r.cfg.Labels.CSICompatible && staticZone == nil && staticRegion == nil && r.cfg.Labels.Zone != "" && r.cfg.Labels.Region != "" {
+		refChains = referenceChains(ix, vm)
+	}
+	res, err := r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion, refChains)
 	var me *MissingTagError
 	var ce *CSIMissingError
 	if (errors.As(err, &me) && !me.NoCategory) || errors.As(err, &ce) {
 		// A tag may have been attached since the last refresh.
 		if again, rerr := cache.RefreshIfOlder(ctx, r.opts.MissRefreshAfter); again && rerr == nil {
-			res, err = r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion)
+			res, err = r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion, refChains)
 		}
 	}
 	if groups != nil {
@@ -244,7 +248,10 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 
 // resolve resolves vm from the cache as it is; vmFirst is the chain the
 // instance type is searched on.
-func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Object, hostLen int, vmFirst []inventory.Object, staticZone, staticRegion *Value) (Result, error) {
+// With refChains (both categories, no static zone or region), zone and
+// region are the reference CCM's (reference.go); otherwise each is the
+// nearest tag of its category on chain.
+func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Object, hostLen int, vmFirst []inventory.Object, staticZone, staticRegion *Value, refChains [][]inventory.Object) (Result, error) {
 	var res Result
 	var errs []error
 	resolve := func(static *Value, category, label string) *Value {
@@ -263,11 +270,17 @@ func (r *Resolver) resolve(vm inventory.VM, cache *Cache, chain []inventory.Obje
 	if r.cfg.Labels.CSICompatible {
 		// Exactly what vSphere CSI computes (csi.go); config validation
 		// allows neither static zones nor host groups with it.
-		csi, err := csiWalk(cache, vm, chain, r.cfg.Labels.Zone, r.cfg.Labels.Region)
+		csi, err := csiWalk(cache, vm, chain, r.cfg.Labels.Zone, r.cfg.Labels.Region, nil)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		res.Zone, res.Region = csi.Zone, csi.Region
+	} else if refChains != nil {
+		ref, err := referenceWalk(cache, vm, refChains, r.cfg.Labels.Zone, r.cfg.Labels.Region, "labels.zone", "labels.region")
+		if err != nil {
+			errs = append(errs, err)
+		}
+		res.Zone, res.Region = ref.Zone, ref.Region
 	} else {
 		res.Zone = resolve(staticZone, r.cfg.Labels.Zone, "labels.zone")
 		res.Region = resolve(staticRegion, r.cfg.Labels.Region, "labels.region")

@@ -32,7 +32,8 @@ type csiLayout struct {
 	ambiguous []string
 }
 
-// csiLayouts per vCenter. vc-a's datacenter has the region tag "r-dc";
+// csiLayouts per vCenter (for vSphere CSI's code and the reference CCM's:
+// tags_test.go). vc-a's datacenter has the region tag "r-dc";
 // vc-b has no region above its clusters; vc-c has its region on the root
 // folder and a zone on the datacenter's host folder.
 func csiLayouts() map[string][]csiLayout {
@@ -55,6 +56,8 @@ func csiLayouts() map[string][]csiLayout {
 				return cat, tag, vm.HostRef
 			case "cluster":
 				return cat, tag, vm.ClusterRef
+			case "pool":
+				return cat, tag, v.ResourcePool(vm.Ref)
 			default:
 				return cat, tag, vm.Ref
 			}
@@ -72,9 +75,12 @@ func csiLayouts() map[string][]csiLayout {
 			{name: "zone-on-vm-only", tag: tags(on(z, "za6-vm", "vm"))},
 			{name: "untagged"},
 			{name: "zone-on-vm-and-cluster", tag: tags(on(z, "za8-vm", "vm"), on(z, "za8-cluster", "cluster"))},
+			{name: "zone-on-resource-pool", tag: tags(on(z, "za9-pool", "pool"))},
 		},
 		"vc-b": {
 			{name: "no-region-anywhere", tag: tags(on(z, "zb0-cluster", "cluster"))},
+			{name: "zone-on-vm-region-on-cluster", tag: tags(on(z, "zb3-vm", "vm"), on(r, "rb3-cluster", "cluster"))},
+			{name: "zone-and-region-on-vm", tag: tags(on(z, "zb4-vm", "vm"), on(r, "rb4-vm", "vm"))},
 			{name: "zone-and-region-on-cluster", tag: tags(on(z, "zb1-cluster", "cluster"), on(r, "rb1-cluster", "cluster"))},
 			{name: "region-on-host-zone-on-cluster", tag: tags(on(r, "rb2-host", "host"), on(z, "zb2-cluster", "cluster"))},
 		},

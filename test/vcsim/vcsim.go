@@ -471,6 +471,14 @@ func (v *VCenter) HostFolder(datacenter string) types.ManagedObjectReference {
 	return types.ManagedObjectReference{}
 }
 
+// ResourcePool is the resource pool a VM runs in.
+func (v *VCenter) ResourcePool(vm types.ManagedObjectReference) types.ManagedObjectReference {
+	if m, ok := v.Model.Map().Get(vm).(*simulator.VirtualMachine); ok && m.ResourcePool != nil {
+		return *m.ResourcePool
+	}
+	return types.ManagedObjectReference{}
+}
+
 // RootFolder is the inventory's root folder.
 func (v *VCenter) RootFolder() types.ManagedObjectReference {
 	return v.Model.ServiceContent.RootFolder
