@@ -91,6 +91,49 @@ func csiLayouts() map[string][]csiLayout {
 	}
 }
 
+// A tagCase is a VM of the tagged fleet and the layout of its tags.
+type tagCase struct {
+	vm     vcsim.VM
+	layout csiLayout
+}
+
+// tagFleet starts three vCenters with one VM per layout of csiLayouts
+// (vc-a's datacenter tagged with region "r-dc"; vc-c's root folder with
+// region "r-root" and its host folder with zone "zc-host-folder") and tags
+// each VM's chain as its layout says. The caller closes the fleet.
+func tagFleet(ctx context.Context, t *testing.T) (*vcsim.Fleet, []tagCase) {
+	t.Helper()
+	ls := csiLayouts()
+	fleet, err := vcsim.Start(ctx,
+		vcsim.Spec{Name: "vc-a", Clusters: len(ls["vc-a"]), Hosts: 1, VMs: 1},
+		vcsim.Spec{Name: "vc-b", Clusters: len(ls["vc-b"]), Hosts: 1, VMs: 1},
+		vcsim.Spec{Name: "vc-c", Clusters: len(ls["vc-c"]), Hosts: 1, VMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, c := fleet.VCenter("vc-a"), fleet.VCenter("vc-c")
+	var cases []tagCase
+	tag := func(err error) {
+		if err != nil {
+			fleet.Close()
+			t.Fatal(err)
+		}
+	}
+	tag(a.Tag(ctx, vcsim.RegionCategory, "r-dc", a.Datacenter("dc-1")))
+	tag(c.Tag(ctx, vcsim.RegionCategory, "r-root", c.RootFolder()))
+	tag(c.Tag(ctx, vcsim.ZoneCategory, "zc-host-folder", c.HostFolder("dc-1")))
+	for _, v := range fleet.VCenters {
+		for i, l := range ls[v.Name] {
+			vm := v.VMs[i]
+			if l.tag != nil {
+				tag(l.tag(ctx, v, vm))
+			}
+			cases = append(cases, tagCase{vm, l})
+		}
+	}
+	return fleet, cases
+}
+
 // A csiForm is one way to write vSphere CSI's [Labels] with the CCM's
 // categories, and the CCM config it is paired with.
 type csiForm struct {
@@ -144,33 +187,8 @@ func TestParityCSI(t *testing.T) {
 		}
 	})
 
-	ls := csiLayouts()
-	fleet, err := vcsim.Start(ctx,
-		vcsim.Spec{Name: "vc-a", Clusters: len(ls["vc-a"]), Hosts: 1, VMs: 1},
-		vcsim.Spec{Name: "vc-b", Clusters: len(ls["vc-b"]), Hosts: 1, VMs: 1},
-		vcsim.Spec{Name: "vc-c", Clusters: len(ls["vc-c"]), Hosts: 1, VMs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fleet, cases := tagFleet(ctx, t)
 	defer fleet.Close()
-	a, c := fleet.VCenter("vc-a"), fleet.VCenter("vc-c")
-	must(t, a.Tag(ctx, vcsim.RegionCategory, "r-dc", a.Datacenter("dc-1")))
-	must(t, c.Tag(ctx, vcsim.RegionCategory, "r-root", c.RootFolder()))
-	must(t, c.Tag(ctx, vcsim.ZoneCategory, "zc-host-folder", c.HostFolder("dc-1")))
-	type vmCase struct {
-		vm     vcsim.VM
-		layout csiLayout
-	}
-	var cases []vmCase
-	for _, v := range fleet.VCenters {
-		for i, l := range ls[v.Name] {
-			vm := v.VMs[i]
-			if l.tag != nil {
-				must(t, l.tag(ctx, v, vm))
-			}
-			cases = append(cases, vmCase{vm, l})
-		}
-	}
 
 	compared, differ := 0, 0
 	for _, form := range csiForms() {

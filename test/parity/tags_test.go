@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/refwire"
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
 // TestParityTags runs the reference CCM's own zone lookup (hack/refnode)
@@ -33,33 +32,8 @@ func TestParityTags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := csiLayouts()
-	fleet, err := vcsim.Start(ctx,
-		vcsim.Spec{Name: "vc-a", Clusters: len(ls["vc-a"]), Hosts: 1, VMs: 1},
-		vcsim.Spec{Name: "vc-b", Clusters: len(ls["vc-b"]), Hosts: 1, VMs: 1},
-		vcsim.Spec{Name: "vc-c", Clusters: len(ls["vc-c"]), Hosts: 1, VMs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fleet, cases := tagFleet(ctx, t)
 	defer fleet.Close()
-	a, c := fleet.VCenter("vc-a"), fleet.VCenter("vc-c")
-	must(t, a.Tag(ctx, vcsim.RegionCategory, "r-dc", a.Datacenter("dc-1")))
-	must(t, c.Tag(ctx, vcsim.RegionCategory, "r-root", c.RootFolder()))
-	must(t, c.Tag(ctx, vcsim.ZoneCategory, "zc-host-folder", c.HostFolder("dc-1")))
-	type vmCase struct {
-		vm     vcsim.VM
-		layout csiLayout
-	}
-	var cases []vmCase
-	for _, v := range fleet.VCenters {
-		for i, l := range ls[v.Name] {
-			vm := v.VMs[i]
-			if l.tag != nil {
-				must(t, l.tag(ctx, v, vm))
-			}
-			cases = append(cases, vmCase{vm, l})
-		}
-	}
 	both := "labels:\n  zone: k8s-zone\n  region: k8s-region\n"
 	compared, answered := 0, 0
 	for _, rules := range []struct{ name, labels string }{
