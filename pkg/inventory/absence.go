@@ -39,12 +39,13 @@ type UnreadableVM struct {
 // or a connection state of inaccessible, orphaned or invalid), sorted by
 // reference.
 func (ix *Index) Unreadable() []UnreadableVM {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	out := make([]UnreadableVM, 0, len(ix.data.unreadable))
-	for r, id := range ix.data.unreadable {
-		out = append(out, UnreadableVM{Ref: r, Name: id.name, Reason: id.unreadable()})
-	}
+	var out []UnreadableVM
+	ix.store.read(func(d *data) {
+		out = make([]UnreadableVM, 0, len(d.unreadable))
+		for r, id := range d.unreadable {
+			out = append(out, UnreadableVM{Ref: r, Name: id.name, Reason: id.unreadable()})
+		}
+	})
 	slices.SortFunc(out, func(a, b UnreadableVM) int { return strings.Compare(a.Ref, b.Ref) })
 	return out
 }

@@ -167,11 +167,7 @@ func (ix *Index) scope(ctx context.Context, c *vim25.Client) (roots, extra []typ
 // and the filter over it.
 func (ix *Index) followInterest(ctx context.Context, st *collector) error {
 	c := st.session.VIM
-	ix.mu.Lock()
-	wanted := vmRefs(ix.interest)
-	clear(ix.pending)
-	clear(ix.dropping)
-	ix.mu.Unlock()
+	wanted := ix.interest.restart()
 	// Created empty, then filled: CreateListView fails on a reference
 	// that no longer exists (a VM deleted while no collector followed
 	// it), ModifyListView returns such references instead.
@@ -184,12 +180,7 @@ func (ix *Index) followInterest(ctx context.Context, st *collector) error {
 		if err != nil {
 			return fmt.Errorf("add %d VMs to the list view: %w", len(wanted), err)
 		}
-		ix.mu.Lock()
-		for _, r := range gone {
-			ix.forgetLocked(r.Value)
-		}
-		clear(ix.dropping) // not in the view
-		ix.mu.Unlock()
+		ix.interest.added(nil, gone)
 	}
 	f, err := st.pc.CreateFilter(ctx, types.CreateFilter{Spec: detailsSpec(st.list.Reference(), ix.specOptions())})
 	if err != nil {
@@ -202,7 +193,9 @@ func (ix *Index) followInterest(ctx context.Context, st *collector) error {
 // readObjects reads the objects of spec in one request (continued in
 // pages) and, while the index has never completed a full read, makes
 // them its objects: lookups during the first read of the VMs can then
-// place a VM they find directly. The full read replaces them.
+// place a VM they find directly. The full read replaces them. Only the
+// sync loop calls it, as it installs full reads: synced cannot change
+// between the check and the write.
 func (ix *Index) readObjects(ctx context.Context, c *vim25.Client, spec types.PropertyFilterSpec) error {
 	res, err := mo.RetrievePropertiesEx(ctx, c, types.RetrievePropertiesEx{
 		This: c.ServiceContent.PropertyCollector, SpecSet: []types.PropertyFilterSpec{spec}})
@@ -215,14 +208,13 @@ func (ix *Index) readObjects(ctx context.Context, c *vim25.Client, spec types.Pr
 		updates[i] = types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter, Obj: oc.Obj, ChangeSet: assignments(oc.PropSet)}
 	}
 	d.applyIdentity(updates, false)
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.synced {
+	if ix.status.hasSynced() {
 		return nil
 	}
-	ix.data.objects = d.objects
-	ix.objectsRead = true
-	ix.objectsAt = ix.clock.Now()
-	ix.notifyDetailsLocked()
+	ix.store.write(func(data *data) bool {
+		data.objects = d.objects
+		return true
+	})
+	ix.status.objectsReadAhead()
 	return nil
 }

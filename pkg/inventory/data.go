@@ -35,6 +35,35 @@ func newData() *data {
 		unreadable: map[string]*ident{}, fields: map[int32]string{}}
 }
 
+// applied is what an update set changed in the data.
+type applied struct {
+	changed  bool     // details, identities or objects
+	entered  []string // VMs that entered the scope
+	left     []string // VMs that left it
+	detailed []string // VMs whose details changed
+}
+
+// apply applies an update set: the filter details's updates to the
+// details, the others to identities and objects.
+func (d *data) apply(set *types.UpdateSet, details ref, allDetails bool) applied {
+	var res applied
+	for _, fs := range set.FilterSet {
+		if fs.Filter == details {
+			for _, u := range fs.ObjectSet {
+				d.applyDetails(u)
+				res.detailed = append(res.detailed, u.Obj.Value)
+			}
+			res.changed = res.changed || len(fs.ObjectSet) > 0
+			continue
+		}
+		c, e, l := d.applyIdentity(fs.ObjectSet, allDetails)
+		res.changed = res.changed || c
+		res.entered = append(res.entered, e...)
+		res.left = append(res.left, l...)
+	}
+	return res
+}
+
 // dropStrayDetails deletes the details of VMs not in scope.
 func (d *data) dropStrayDetails() {
 	for r := range d.details {

@@ -15,6 +15,12 @@
 // vCenter in scope has answered; a UUID or name found in two places is an
 // AmbiguousError naming both.
 //
+// An Index's state is three types, each with its own lock and never two
+// locks held at once: store (the data), syncStatus (how current it is)
+// and interest (the VMs whose details are followed). The sync loop polls
+// (Index.poll), installs a completed full read (installFullRead) or
+// applies an increment (applyIncrement).
+//
 // The package knows vSphere, not Kubernetes: it imports vcenter for
 // sessions and nothing from client-go.
 package inventory

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
 
@@ -30,6 +28,12 @@ type Client interface {
 // guest host name) of every VM in scope, the details of the VMs lookups
 // asked for (the Nodes; or of every VM, for tools), and the hosts,
 // clusters, folders, datacenters and pools above them.
+//
+// Its state is three parts, each with its own lock, never two held at
+// once: the data (store), how current it is (syncStatus), and which VMs'
+// details are followed (interest). The sync loop (Run) is their only
+// writer but for the details read directly (detail) and the VMs lookups
+// ask for.
 type Index struct {
 	client        Client
 	log           klog.Logger
@@ -41,32 +45,11 @@ type Index struct {
 	clusterGroups bool // follow clusters' DRS groups and rules
 	hostnames     bool // follow every VM's guest host name
 	attributes    bool // follow the details' custom attribute values
+	eagerMax      int  // keep every VM's details when the vCenter has at most this many
 
-	mu     sync.RWMutex
-	data   *data
-	synced bool // a full read has completed once
-	// objectsRead: before the first full read completes, data.objects
-	// holds the hosts, clusters, folders, datacenters and pools read on
-	// their own (see readObjects); data.vms is still empty.
-	objectsRead bool
-	objectsAt   time.Time       // when they were read
-	fullReads   uint64          // full reads completed
-	resyncing   bool            // a full read is under way after a new session or a lost collector
-	syncErr     error           // the last update round failed
-	syncedAt    time.Time       // last successful update round
-	syncedN     notify.Notifier // at the next completed full read
-	detailN     notify.Notifier // when details (or other objects) change
-
-	// Interest: the VMs whose details are kept, by reference value. The
-	// current collector's list view holds them all but pending.
-	interest map[string]bool
-	pending  map[string]bool // to add to the list view
-	dropping map[string]bool // to remove from the list view: left the scope
-	polling  *collector      // the collector whose long poll is under way, if any
-	eagerMax int             // keep every VM's details when the vCenter has at most this many
-	eager    bool            // it has: every VM is of interest
-	wantCh   chan struct{}   // signalled when pending grows
-	wanted   []lookupKey     // lookups made during a full read, resolved when it completes
+	store    *store
+	status   *syncStatus
+	interest *interest
 }
 
 // NewIndex returns an empty index for one vCenter; Run fills it. With
@@ -83,10 +66,10 @@ func NewIndex(c Client, opts Options) *Index {
 	if searchTimeout <= 0 {
 		searchTimeout = defaultSearchTimeout
 	}
-	ix := &Index{client: c, data: newData(), log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
+	ix := &Index{client: c, log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
 		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, attributes: opts.CustomAttributes,
-		interest: map[string]bool{}, pending: map[string]bool{}, dropping: map[string]bool{}, wantCh: make(chan struct{}, 1)}
+		store: newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
 	ix.reader = &batchReader{read: ix.readDetails}
 	return ix
 }
@@ -106,9 +89,8 @@ func (ix *Index) VCenter() string { return ix.client.Name() }
 // not by the request timeout), and the vCenter is not down. The error
 // explains why not. (Proving a VM absent needs more: see AbsenceError.)
 func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
-	ix.mu.RLock()
-	synced, resyncing, serr, at := ix.synced, ix.resyncing, ix.syncErr, ix.syncedAt
-	ix.mu.RUnlock()
+	st := ix.status.snapshot()
+	synced, resyncing, serr, at := st.synced, st.resyncing, st.err, st.at
 	h := ix.client.Health()
 	switch {
 	case h.State == vcenter.Down:
@@ -143,12 +125,7 @@ func (ix *Index) answers() bool {
 // these are known (by a direct search) can be placed: its zone and
 // datacenter resolved.
 func (ix *Index) ObjectsKnown() bool {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.synced {
-		return true
-	}
-	return ix.objectsRead && (ix.staleAfter <= 0 || ix.clock.Since(ix.objectsAt) <= ix.staleAfter)
+	return ix.status.objectsKnown(ix.staleAfter)
 }
 
 // searchable reports whether a miss in the index is worth a direct search:
@@ -163,16 +140,12 @@ func (ix *Index) searchable() bool {
 // Synced returns a channel closed when the index next becomes current:
 // a full read completes, or updates resume after a failure.
 func (ix *Index) Synced() <-chan struct{} {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.syncedN.C()
+	return ix.status.current.C()
 }
 
 // HasSynced reports whether a full read has completed once.
 func (ix *Index) HasSynced() bool {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.synced
+	return ix.status.hasSynced()
 }
 
 // WaitSynced waits until the index has completed a full read once, or
@@ -191,108 +164,90 @@ func (ix *Index) WaitSynced(ctx context.Context) error {
 	}
 }
 
-// currentLocked records a successful update round; if the index was
-// failing, it is current again and Synced fires.
-func (ix *Index) currentLocked() {
-	failing := ix.syncErr != nil
-	ix.syncErr = nil
-	ix.syncedAt = ix.clock.Now()
-	if failing && ix.synced && !ix.resyncing {
-		ix.notifyLocked()
-	}
-}
-
-func (ix *Index) notifyLocked() {
-	ix.syncedN.Notify()
-}
-
 // Changed returns a channel closed at the next change of the index: VM
 // details (host, power, guest), identities, clusters and their groups, or
 // a full read; then replaced. Consumers that follow placements (the
 // node-topology controller) wait on it instead of polling.
 func (ix *Index) Changed() <-chan struct{} {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.detailN.C()
+	return ix.store.changed.C()
 }
 
 // FullReads is the number of full reads completed: one at start, one
 // after every new session or lost collector.
 func (ix *Index) FullReads() uint64 {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.fullReads
+	return ix.status.fullReadCount()
 }
 
 // Len is the number of VMs known (templates included).
-func (ix *Index) Len() int {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return len(ix.data.vms)
+func (ix *Index) Len() (n int) {
+	ix.store.read(func(d *data) { n = len(d.vms) })
+	return n
 }
 
 // VMs returns every VM whose details are kept (not templates), sorted by
 // name: the VMs lookups asked for, or every VM with allDetails.
 func (ix *Index) VMs() []VM {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	out := make([]VM, 0, len(ix.data.details))
-	for _, vm := range ix.data.details {
-		if !vm.Template {
-			out = append(out, ix.data.complete(ix.VCenter(), vm))
+	var out []VM
+	ix.store.read(func(d *data) {
+		out = make([]VM, 0, len(d.details))
+		for _, vm := range d.details {
+			if !vm.Template {
+				out = append(out, d.complete(ix.VCenter(), vm))
+			}
 		}
-	}
+	})
 	slices.SortFunc(out, func(a, b VM) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // VM returns a VM whose details are kept, by reference.
-func (ix *Index) VM(r types.ManagedObjectReference) (VM, bool) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	vm, ok := ix.data.details[r.Value]
-	if !ok || vm.Template || r.Type != "VirtualMachine" {
-		return VM{}, false
-	}
-	return ix.data.complete(ix.VCenter(), vm), true
+func (ix *Index) VM(r types.ManagedObjectReference) (out VM, found bool) {
+	ix.store.read(func(d *data) {
+		vm, ok := d.details[r.Value]
+		if ok && !vm.Template && r.Type == "VirtualMachine" {
+			out, found = d.complete(ix.VCenter(), vm), true
+		}
+	})
+	return out, found
 }
 
 // Object returns a known host, cluster, folder, datacenter or pool.
-func (ix *Index) Object(r types.ManagedObjectReference) (Object, bool) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	o, ok := ix.data.objects[r]
-	if !ok {
-		return Object{}, false
-	}
-	return *o, true
+func (ix *Index) Object(r types.ManagedObjectReference) (out Object, found bool) {
+	ix.store.read(func(d *data) {
+		if o, ok := d.objects[r]; ok {
+			out, found = *o, true
+		}
+	})
+	return out, found
 }
 
 // Objects returns every host, cluster, folder, datacenter and pool.
 func (ix *Index) Objects() []Object {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	out := make([]Object, 0, len(ix.data.objects))
-	for _, o := range ix.data.objects {
-		out = append(out, *o)
-	}
+	var out []Object
+	ix.store.read(func(d *data) {
+		out = make([]Object, 0, len(d.objects))
+		for _, o := range d.objects {
+			out = append(out, *o)
+		}
+	})
 	return out
 }
 
 // Refs returns the reference of every object and of every VM whose
 // details are kept (not templates), unordered: what tags are read for.
 func (ix *Index) Refs() []types.ManagedObjectReference {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	out := make([]types.ManagedObjectReference, 0, len(ix.data.objects)+len(ix.data.details))
-	for r := range ix.data.objects {
-		out = append(out, r)
-	}
-	for _, vm := range ix.data.details {
-		if !vm.Template {
-			out = append(out, vm.Ref)
+	var out []types.ManagedObjectReference
+	ix.store.read(func(d *data) {
+		out = make([]types.ManagedObjectReference, 0, len(d.objects)+len(d.details))
+		for r := range d.objects {
+			out = append(out, r)
 		}
-	}
+		for _, vm := range d.details {
+			if !vm.Template {
+				out = append(out, vm.Ref)
+			}
+		}
+	})
 	return out
 }
 
@@ -326,39 +281,30 @@ func (k lookupKey) idents(d *data) []*ident {
 	return out
 }
 
-// maxWanted bounds the keys remembered while an index is being read.
-const maxWanted = 100000
-
 // lookup returns the VMs (not templates) with key k. While the index is
 // being read, k is remembered: the VMs it finds when the read completes
 // are asked for in one batch, so Nodes waiting for a vCenter's first read
 // get their details with one request, not one each.
 func (ix *Index) lookup(k lookupKey) []match {
-	if !ix.allDetails {
-		ix.mu.Lock()
-		if (!ix.synced || ix.resyncing) && len(ix.wanted) < maxWanted {
-			ix.wanted = append(ix.wanted, k)
-		}
-		ix.mu.Unlock()
-	}
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
+	ix.interest.remember(k)
 	var out []match
-	seen := map[string]bool{}
-	for _, id := range k.idents(ix.data) {
-		if id.template || seen[id.ref] {
-			continue
+	ix.store.read(func(d *data) {
+		seen := map[string]bool{}
+		for _, id := range k.idents(d) {
+			if id.template || seen[id.ref] {
+				continue
+			}
+			seen[id.ref] = true
+			m := match{ix: ix, ref: id.ref}
+			if vm, ok := d.details[id.ref]; ok {
+				m.vm, m.detailed = d.complete(ix.VCenter(), vm), true
+			} else {
+				m.vm = VM{VCenter: ix.VCenter(), Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref},
+					Name: id.name, UUID: id.uuidString(), GuestHostname: id.host}
+			}
+			out = append(out, m)
 		}
-		seen[id.ref] = true
-		m := match{ix: ix, ref: id.ref}
-		if vm, ok := ix.data.details[id.ref]; ok {
-			m.vm, m.detailed = ix.data.complete(ix.VCenter(), vm), true
-		} else {
-			m.vm = VM{VCenter: ix.VCenter(), Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref},
-				Name: id.name, UUID: id.uuidString(), GuestHostname: id.host}
-		}
-		out = append(out, m)
-	}
+	})
 	return out
 }
 
@@ -367,20 +313,25 @@ func (ix *Index) lookup(k lookupKey) []match {
 // with the lookups that arrive meanwhile, within SearchTimeout) and the VM
 // is followed from then on: the lookup never waits for a long poll.
 func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
-	ix.mu.Lock()
-	if vm, ok := ix.data.details[r]; ok {
-		out := ix.data.complete(ix.VCenter(), vm)
-		ix.mu.Unlock()
+	var (
+		out         VM
+		have, known bool
+		name        string
+	)
+	ix.store.read(func(d *data) {
+		if vm, ok := d.details[r]; ok {
+			out, have = d.complete(ix.VCenter(), vm), true
+		} else if id, ok := d.vms[r]; ok {
+			name, known = id.name, true
+		}
+	})
+	switch {
+	case have:
 		return out, nil
-	}
-	id, ok := ix.data.vms[r]
-	if !ok {
-		ix.mu.Unlock()
+	case !known:
 		return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())
 	}
-	name := id.name
-	ix.wantLocked(r)
-	ix.mu.Unlock()
+	ix.interest.want(r)
 
 	ctx, cancel := context.WithTimeout(ctx, ix.searchTimeout)
 	defer cancel()
@@ -388,35 +339,46 @@ func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
 	if err != nil {
 		return VM{}, fmt.Errorf("VM %q (%s) in vCenter %q: reading its details: %w", name, r, ix.VCenter(), err)
 	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if vm, ok := ix.data.details[r]; ok {
-		return ix.data.complete(ix.VCenter(), vm), nil // the collector's are as new or newer
-	}
-	if props == nil || ix.data.vms[r] == nil {
+	have, known = false, false
+	ix.store.write(func(d *data) bool {
+		if vm, ok := d.details[r]; ok {
+			out, have = d.complete(ix.VCenter(), vm), true // the collector's are as new or newer
+			return false
+		}
+		if props == nil || d.vms[r] == nil {
+			return false
+		}
+		// Kept until the collector's first update of the VM replaces them.
+		d.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
+			Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(props)})
+		out, known = d.complete(ix.VCenter(), d.details[r]), true
+		return false
+	})
+	switch {
+	case have:
+		return out, nil
+	case !known:
 		return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())
 	}
-	// Kept until the collector's first update of the VM replaces them: it
-	// must be of interest still (it may have left and come back meanwhile).
-	ix.wantLocked(r)
-	ix.data.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
-		Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(props)})
-	return ix.data.complete(ix.VCenter(), ix.data.details[r]), nil
+	// It must be of interest still, for the collector to follow it (it
+	// may have left and come back meanwhile).
+	ix.interest.want(r)
+	return out, nil
 }
 
 // Ancestors returns the chain of objects from r (included) up to the root,
 // as far as the index knows it.
 func (ix *Index) Ancestors(r types.ManagedObjectReference) []Object {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
 	var out []Object
-	for range 64 {
-		o, ok := ix.data.objects[r]
-		if !ok {
-			return out
+	ix.store.read(func(d *data) {
+		for range 64 {
+			o, ok := d.objects[r]
+			if !ok {
+				return
+			}
+			out = append(out, *o)
+			r = o.Parent
 		}
-		out = append(out, *o)
-		r = o.Parent
-	}
+	})
 	return out
 }

@@ -252,9 +252,7 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(searched)}
 	case len(searched) == 1:
 		if ix := inv.Index(searched[0].VCenter); ix != nil {
-			ix.mu.Lock()
-			ix.wantLocked(searched[0].Ref.Value) // follow it from now on
-			ix.mu.Unlock()
+			ix.interest.want(searched[0].Ref.Value) // follow it from now on
 		}
 		return searched[0], nil
 	case len(causes) > 0:

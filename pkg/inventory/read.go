@@ -90,10 +90,14 @@ func (ix *Index) fetch(ctx context.Context, r types.ManagedObjectReference) (VM,
 	if vm.Template {
 		return VM{}, false, nil
 	}
-	ix.mu.RLock()
-	dc, known := ix.data.datacenterOf(vm.Folder)
-	vm = ix.data.complete(ix.VCenter(), &vm) // custom attribute names
-	ix.mu.RUnlock()
+	var (
+		dc    string
+		known bool
+	)
+	ix.store.read(func(d *data) {
+		dc, known = d.datacenterOf(vm.Folder)
+		vm = d.complete(ix.VCenter(), &vm) // custom attribute names
+	})
 	if !known {
 		if dc, err = ix.datacenterOf(ctx, r); err != nil {
 			return VM{}, false, fmt.Errorf("read the ancestry of VM %s: %w", r.Value, err)

@@ -28,10 +28,7 @@ func (connected) Do(context.Context, func(context.Context, *vcenter.Session) err
 func TestStaleAfter(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, Clock: fc})
-	ix.mu.Lock()
-	ix.synced = true
-	ix.currentLocked()
-	ix.mu.Unlock()
+	ix.status.fullReadDone()
 
 	steps := []struct {
 		advance time.Duration
@@ -48,7 +45,7 @@ func TestStaleAfter(t *testing.T) {
 	for i, s := range steps {
 		fc.SetTime(fc.Now().Add(s.advance))
 		if s.round {
-			ix.markCurrent()
+			ix.status.roundDone()
 		}
 		ok, _, err := ix.Status()
 		if ok == s.stale || s.stale != errors.Is(err, ErrStale) || (err == nil) != ok {
@@ -66,10 +63,7 @@ func TestStaleAfter(t *testing.T) {
 func TestUnreadableIdentities(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	ix := NewIndex(connected{}, Options{Clock: fc})
-	ix.mu.Lock()
-	ix.synced = true
-	ix.currentLocked()
-	ix.mu.Unlock()
+	ix.status.fullReadDone()
 	vm := func(r string, changes ...types.PropertyChange) types.ObjectUpdate {
 		return types.ObjectUpdate{Kind: types.ObjectUpdateKindModify, Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: changes}
 	}
@@ -92,9 +86,10 @@ func TestUnreadableIdentities(t *testing.T) {
 		{"left", types.ObjectUpdate{Kind: types.ObjectUpdateKindLeave, Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-2"}}, nil},
 	}
 	for _, s := range steps {
-		ix.mu.Lock()
-		ix.data.applyIdentity([]types.ObjectUpdate{s.update}, false)
-		ix.mu.Unlock()
+		ix.store.write(func(d *data) bool {
+			d.applyIdentity([]types.ObjectUpdate{s.update}, false)
+			return true
+		})
 		var got []string
 		for _, u := range ix.Unreadable() {
 			got = append(got, u.Ref)

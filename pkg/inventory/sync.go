@@ -55,7 +55,8 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 					st = nil
 					return err
 				}
-				ix.beginFullRead()
+				ix.status.beginFullRead()
+				ix.interest.beginFullRead()
 			}
 			return ix.waitOnce(ctx, st, maxWait)
 		})
@@ -71,10 +72,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 			st = nil
 			go old.close(ctx)
 		}
-		ix.mu.Lock()
-		first := ix.syncErr == nil || errors.Is(ix.syncErr, vcenter.ErrNotConnectedYet)
-		ix.syncErr = err
-		ix.mu.Unlock()
+		first := ix.status.roundFailed(err)
 		switch {
 		case errors.Is(err, vcenter.ErrNotConnectedYet):
 			// Start-up: the first read begins when the vCenter connects.
@@ -107,138 +105,113 @@ func isTransient(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, vcenter.ErrUnavailable) || errors.As(err, &ne)
 }
 
-// beginFullRead marks the index as being read again: until the read
-// completes, its old data may still answer "present" but not "absent".
-func (ix *Index) beginFullRead() {
-	ix.mu.Lock()
-	ix.resyncing = ix.synced
-	ix.mu.Unlock()
-}
-
 // maxObjectUpdates bounds one page of the full read (a vCenter may page
 // smaller: the simulator and vCenter's default is 100).
 const maxObjectUpdates = 1000
 
-// waitOnce makes one WaitForUpdatesEx call and applies what it returns.
+// waitOnce makes one WaitForUpdatesEx call and applies what it returns:
+// a page of the full read to st's staging data, installed when the last
+// page arrives; or, once the index is current, the updates to its data.
 func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Duration) error {
-	secs := int32(maxWait / time.Second)
 	if st.version == "" {
-		secs = 0 // the first call returns the full state at once
-		st.staging = newData()
+		st.staging = newData() // the first call returns the full state at once
 	}
 	if added, err := ix.addPending(ctx, st); err != nil || added {
 		return err // added: poll again, which returns their details
+	}
+	set, err := ix.poll(ctx, st, maxWait)
+	if err != nil || set == nil {
+		return err
+	}
+	st.version = set.Version
+	if st.staging != nil {
+		st.staging.apply(set, st.details, ix.allDetails)
+		if set.Truncated != nil && *set.Truncated {
+			return nil // more pages to come
+		}
+		ix.installFullRead(st.staging)
+		st.staging = nil
+		return nil
+	}
+	ix.applyIncrement(set, st.details)
+	return nil
+}
+
+// poll makes one WaitForUpdatesEx call on st: at once during a full read,
+// otherwise waiting up to maxWait. A nil set with a nil error: nothing
+// changed within maxWait (the index is current), or the poll was
+// interrupted to add VMs of interest.
+func (ix *Index) poll(ctx context.Context, st *collector, maxWait time.Duration) (*types.UpdateSet, error) {
+	secs := int32(maxWait / time.Second)
+	if st.staging != nil {
+		secs = 0
 	}
 	res, err := methods.WaitForUpdatesEx(ctx, st.session.VIM, &types.WaitForUpdatesEx{
 		This: st.pc.Reference(), Version: st.version,
 		Options: &types.WaitOptions{MaxWaitSeconds: &secs, MaxObjectUpdates: maxObjectUpdates},
 	})
-	ix.mu.Lock()
-	ix.polling = nil
-	ix.mu.Unlock()
-	if isCanceled(err) {
-		return nil // interrupted to add VMs of interest
+	ix.interest.polled()
+	switch {
+	case isCanceled(err):
+		return nil, nil // interrupted to add VMs of interest
+	case err != nil:
+		return nil, err
+	case res.Returnval == nil:
+		ix.status.roundDone()
+		return nil, nil
 	}
-	if err != nil {
-		return err
-	}
-	set := res.Returnval
-	if set == nil {
-		ix.markCurrent()
-		return nil // nothing changed within maxWait
-	}
-	st.version = set.Version
-	truncated := set.Truncated != nil && *set.Truncated
-	var left, detailed []string // VMs that left the scope; VMs whose details changed
-	apply := func(d *data) (changed bool, entered []string) {
-		for _, fs := range set.FilterSet {
-			if fs.Filter == st.details {
-				for _, u := range fs.ObjectSet {
-					d.applyDetails(u)
-					detailed = append(detailed, u.Obj.Value)
-				}
-				changed = changed || len(fs.ObjectSet) > 0
-				continue
-			}
-			c, e, l := d.applyIdentity(fs.ObjectSet, ix.allDetails)
-			changed = changed || c
-			entered = append(entered, e...)
-			left = append(left, l...)
-		}
-		return changed, entered
-	}
-	if st.staging != nil {
-		apply(st.staging)
-		if truncated {
-			return nil
-		}
-		ix.mu.Lock()
-		ix.data = st.staging
-		// Forget the VMs of interest that are gone (deleted, or moved out
-		// of scope while no collector followed them), so that no later
-		// list view is asked for them.
-		for r := range ix.interest {
-			if ix.data.vms[r] == nil {
-				ix.forgetLocked(r)
-			}
-		}
-		ix.data.dropStrayDetails()
-		for _, k := range ix.wanted {
-			for _, id := range k.idents(ix.data) {
-				ix.wantLocked(id.ref)
-			}
-		}
-		ix.wanted = nil
-		// A vCenter of moderate size: keep every VM's details (one request
-		// adds them all), so that no lookup ever waits for them.
-		ix.eager = !ix.allDetails && len(ix.data.vms) <= ix.eagerMax
-		if ix.eager {
-			for r, id := range ix.data.vms {
-				if !id.template {
-					ix.wantLocked(r)
-				}
-			}
-		}
-		ix.synced = true
-		ix.objectsRead = false // data.objects is the full read's now
-		ix.fullReads++
-		ix.resyncing = false
-		ix.syncErr = nil
-		ix.syncedAt = ix.clock.Now()
-		n := len(ix.data.vms)
-		ix.notifyLocked()
-		ix.notifyDetailsLocked()
-		ix.mu.Unlock()
-		st.staging = nil
-		ix.log.V(1).Info("Inventory synced", "vms", n)
-		return nil
-	}
-	ix.mu.Lock()
-	changed, entered := apply(ix.data)
-	for _, r := range left {
-		ix.forgetLocked(r)
-	}
-	for _, r := range detailed {
-		if ix.data.vms[r] == nil { // details of a VM that left the scope
-			delete(ix.data.details, r)
-			ix.forgetLocked(r)
-		}
-	}
-	if changed {
-		ix.notifyDetailsLocked()
-	}
-	if ix.eager {
-		for _, r := range entered {
-			ix.wantLocked(r) // a VM created since the read
-		}
-	}
-	ix.currentLocked()
-	ix.mu.Unlock()
-	return nil
+	return res.Returnval, nil
 }
 
-func (ix *Index) notifyDetailsLocked() {
-	ix.detailN.Notify()
+// installFullRead makes a completed full read the index's data, brings
+// the interest in line with it, and marks the index current.
+func (ix *Index) installFullRead(d *data) {
+	d.dropStrayDetails()
+	ix.store.install(d)
+	// The lookups made until now found nothing, or left their key.
+	keys := ix.interest.takeWanted()
+	var (
+		inScope map[string]bool // every VM in scope: is it a VM (not a template)
+		want    []string
+		n       int
+	)
+	ix.store.read(func(d *data) {
+		n = len(d.vms)
+		inScope = make(map[string]bool, n)
+		for r, id := range d.vms {
+			inScope[r] = !id.template
+		}
+		for _, k := range keys {
+			for _, id := range k.idents(d) {
+				want = append(want, id.ref)
+			}
+		}
+	})
+	// A vCenter of moderate size: keep every VM's details (one request
+	// adds them all), so that no lookup ever waits for them.
+	ix.interest.afterFullRead(inScope, want, !ix.allDetails && n <= ix.eagerMax)
+	ix.status.fullReadDone()
+	ix.log.V(1).Info("Inventory synced", "vms", n)
+}
+
+// applyIncrement applies updates to the index's data and the interest:
+// VMs that left the scope are no longer followed; in eager mode, VMs that
+// entered it are.
+func (ix *Index) applyIncrement(set *types.UpdateSet, details types.ManagedObjectReference) {
+	var res applied
+	ix.store.write(func(d *data) bool {
+		res = d.apply(set, details, ix.allDetails)
+		for _, r := range res.detailed {
+			if d.vms[r] == nil { // details of a VM that left the scope
+				delete(d.details, r)
+				res.left = append(res.left, r)
+			}
+		}
+		return res.changed
+	})
+	ix.interest.forget(res.left...)
+	ix.interest.wantIfEager(res.entered...)
+	ix.status.roundDone()
 }
 
 // interruptForInterest ends the long poll under way whenever VMs are
@@ -252,11 +225,9 @@ func (ix *Index) interruptForInterest(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ix.wantCh:
+		case <-ix.interest.wantCh:
 		}
-		ix.mu.Lock()
-		st := ix.polling
-		ix.mu.Unlock()
+		st := ix.interest.pollingCollector()
 		if st == nil {
 			continue // the loop adds the pending VMs before its next poll
 		}
@@ -274,56 +245,29 @@ func (ix *Index) interruptForInterest(ctx context.Context) {
 // (one request for all of them), or, if there are none, marks st as
 // polling so that the next ones interrupt the poll.
 func (ix *Index) addPending(ctx context.Context, st *collector) (added bool, err error) {
-	ix.mu.Lock()
-	switch {
-	case st.list == nil || st.staging != nil:
+	if st.list == nil || st.staging != nil {
 		// All details, or a full read (its calls return at once; the VMs
 		// asked for meanwhile are added when it completes).
-		ix.mu.Unlock()
-		return false, nil
-	case len(ix.pending) == 0 && len(ix.dropping) == 0:
-		ix.polling = st
-		ix.mu.Unlock()
 		return false, nil
 	}
-	refs := vmRefs(ix.pending)
-	drop := vmRefs(ix.dropping)
-	ix.mu.Unlock()
+	refs, drop := ix.interest.changes(st)
 	if len(drop) > 0 {
 		if _, err := st.list.Remove(ctx, drop); err != nil {
 			return false, fmt.Errorf("remove %d VMs from the list view: %w", len(drop), err)
 		}
-		ix.mu.Lock()
-		for _, r := range drop {
-			delete(ix.dropping, r.Value)
-		}
-		ix.mu.Unlock()
+		ix.interest.removed(drop)
 	}
 	if len(refs) == 0 {
-		return false, nil
+		// Removed only: poll again, as the collector that is polling
+		// (changes records it when there is nothing left to change).
+		return len(drop) > 0, nil
 	}
 	gone, err := st.list.Add(ctx, refs)
 	if err != nil {
 		return false, fmt.Errorf("add %d VMs to the list view: %w", len(refs), err)
 	}
-	ix.mu.Lock()
-	for _, r := range refs {
-		delete(ix.pending, r.Value)
-	}
-	for _, r := range gone {
-		ix.forgetLocked(r.Value)
-		delete(ix.dropping, r.Value) // never in the view
-	}
-	ix.mu.Unlock()
+	ix.interest.added(refs, gone)
 	return true, nil
-}
-
-func vmRefs(set map[string]bool) []types.ManagedObjectReference {
-	out := make([]types.ManagedObjectReference, 0, len(set))
-	for r := range set {
-		out = append(out, types.ManagedObjectReference{Type: "VirtualMachine", Value: r})
-	}
-	return out
 }
 
 // isCanceled reports whether err is the fault of a poll ended by
@@ -334,12 +278,4 @@ func isCanceled(err error) bool {
 	}
 	_, ok := soap.ToSoapFault(err).VimFault().(types.RequestCanceled)
 	return ok
-}
-
-func (ix *Index) markCurrent() {
-	ix.mu.Lock()
-	if ix.synced {
-		ix.currentLocked()
-	}
-	ix.mu.Unlock()
 }

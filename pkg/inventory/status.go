@@ -1,0 +1,135 @@
+package inventory
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/notify"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+// syncStatus is how current an index's data is: whether a full read has
+// completed, whether one is under way again, how the last update round
+// ended and when. mu guards every field but the notifier (which locks
+// itself) and the clock (set once). The sync loop writes it; lookups and
+// Status read it. It never looks at the data: a full read installs its
+// data first and marks itself complete after, so a reader that sees
+// "synced" sees the new data.
+type syncStatus struct {
+	clock clock.Clock
+
+	mu        sync.Mutex
+	synced    bool // a full read has completed once
+	resyncing bool // a full read is under way after a new session or a lost collector
+	// objectsRead: before the first full read completes, the data's
+	// objects are the hosts, clusters, folders, datacenters and pools
+	// read on their own (see readObjects); its VMs are still empty.
+	objectsRead bool
+	objectsAt   time.Time // when they were read
+	fullReads   uint64    // full reads completed
+	err         error     // the last update round failed
+	at          time.Time // last successful update round
+
+	current notify.Notifier // at the next completed full read, or when updates resume
+}
+
+// snapshot is a copy of the status, read under one lock.
+type snapshot struct {
+	synced, resyncing bool
+	err               error
+	at                time.Time
+}
+
+func (s *syncStatus) snapshot() snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return snapshot{synced: s.synced, resyncing: s.resyncing, err: s.err, at: s.at}
+}
+
+// hasSynced reports whether a full read has completed once.
+func (s *syncStatus) hasSynced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.synced
+}
+
+// objectsKnown reports whether the data's objects may place a VM: a full
+// read has completed, or the objects were read ahead less than staleAfter
+// ago.
+func (s *syncStatus) objectsKnown(staleAfter time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced {
+		return true
+	}
+	return s.objectsRead && (staleAfter <= 0 || s.clock.Since(s.objectsAt) <= staleAfter)
+}
+
+// objectsReadAhead records that the objects were read ahead of the first
+// full read, unless it has completed (then they were not installed).
+func (s *syncStatus) objectsReadAhead() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objectsRead = true
+	s.objectsAt = s.clock.Now()
+}
+
+// beginFullRead marks the data as being read again: until the read
+// completes, the old data may still answer "present" but not "absent".
+func (s *syncStatus) beginFullRead() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resyncing = s.synced
+}
+
+// fullReadDone records a completed full read: the data is current.
+func (s *syncStatus) fullReadDone() {
+	s.mu.Lock()
+	s.synced = true
+	s.objectsRead = false // the data's objects are the full read's now
+	s.fullReads++
+	s.resyncing = false
+	s.err = nil
+	s.at = s.clock.Now()
+	s.mu.Unlock()
+	s.current.Notify()
+}
+
+// roundDone records a successful update round; if the index was failing,
+// it is current again and waiters on current are woken. Before the first
+// full read it records nothing.
+func (s *syncStatus) roundDone() {
+	s.mu.Lock()
+	if !s.synced {
+		s.mu.Unlock()
+		return
+	}
+	failing := s.err != nil
+	s.err = nil
+	s.at = s.clock.Now()
+	wake := failing && !s.resyncing
+	s.mu.Unlock()
+	if wake {
+		s.current.Notify()
+	}
+}
+
+// roundFailed records a failed update round and reports whether it is
+// the first failure of a run (the previous round succeeded, or only
+// waited for a first connection).
+func (s *syncStatus) roundFailed(err error) (first bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first = s.err == nil || errors.Is(s.err, vcenter.ErrNotConnectedYet)
+	s.err = err
+	return first
+}
+
+func (s *syncStatus) fullReadCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fullReads
+}
