@@ -168,15 +168,16 @@ func (p *Provider) InScope(node *v1.Node) error {
 	if !ok {
 		return nil
 	}
-	vc, ok := p.cfg.VCenter(name)
-	if !ok {
+	i := slices.IndexFunc(p.cfg.VCenters, func(vc config.VCenter) bool { return labelNames(name, vc.Name) })
+	if i < 0 {
 		return &NotConfiguredError{Node: node.Name, VCenter: name}
 	}
+	vc := p.cfg.VCenters[i]
 	dc, ok := node.Labels[LabelDatacenter]
 	if !ok || len(vc.Datacenters) == 0 {
 		return nil // every datacenter of the vCenter is in scope
 	}
-	if !slices.ContainsFunc(vc.Datacenters, func(d string) bool { return d == dc || path.Base(d) == dc }) {
+	if !slices.ContainsFunc(vc.Datacenters, func(d string) bool { return labelNames(dc, d) || labelNames(dc, path.Base(d)) }) {
 		return &NotConfiguredError{Node: node.Name, VCenter: name, Datacenter: dc}
 	}
 	return nil

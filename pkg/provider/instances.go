@@ -13,7 +13,6 @@ import (
 
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -172,8 +171,8 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 		md.AdditionalLabels[k] = v.Value
 	}
 	for k, v := range map[string]string{LabelVCenter: vm.VCenter, LabelDatacenter: vm.Datacenter} {
-		if len(validation.IsValidLabelValue(v)) == 0 {
-			md.AdditionalLabels[k] = v
+		if lv := LabelValue(v); lv != "" { // where the VM is: made valid (docs/configuration.md, "Label values")
+			md.AdditionalLabels[k] = lv
 		}
 	}
 	for k, v := range placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm) {

@@ -3,8 +3,6 @@ package provider
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -60,11 +58,11 @@ func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, err
 func (p *Provider) placementWanted(node *v1.Node, vm inventory.VM) map[string]string {
 	want := placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm)
 	for k, v := range map[string]string{LabelVCenter: vm.VCenter, LabelDatacenter: vm.Datacenter} {
-		if _, has := node.Labels[k]; has && v != "" && len(validation.IsValidLabelValue(v)) == 0 {
+		if _, has := node.Labels[k]; has && v != "" {
 			if want == nil {
 				want = map[string]string{}
 			}
-			want[k] = v
+			want[k] = LabelValue(v)
 		}
 	}
 	return want

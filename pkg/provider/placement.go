@@ -60,7 +60,10 @@ func placementOf(want []config.PlacementLabel, ix *inventory.Index, vm inventory
 	return out
 }
 
-// LabelValue makes s a valid label value, deterministically: characters
+// LabelValue makes s a valid label value, deterministically (the one
+// policy for labels that say where a VM is; zone, region and the other
+// values components match exactly are refused when invalid, never
+// rewritten): characters
 // other than letters, digits, '-', '_' and '.' become '-', leading and
 // trailing non-alphanumerics are dropped, and a value longer than 63
 // characters keeps its first 54 and ends with '-' and 8 hex digits of the
@@ -82,6 +85,14 @@ func LabelValue(s string) string {
 		out = strings.TrimRightFunc(out[:54], func(r rune) bool { return !isAlnum(byte(r)) }) + "-" + hex.EncodeToString(sum[:4])
 	}
 	return out
+}
+
+// labelNames reports whether label is what this CCM writes for name: name
+// itself, or name made valid by LabelValue. Labels that say where a VM is
+// are compared with names this way (docs/configuration.md, "Label
+// values").
+func labelNames(label, name string) bool {
+	return label == name || label == LabelValue(name)
 }
 
 func isAlnum(c byte) bool {

@@ -72,3 +72,24 @@ func TestPlacementDriftOf(t *testing.T) {
 		t.Errorf("current labels drifted: %+v", got)
 	}
 }
+
+// TestLabelNames: a label names a vCenter or datacenter when it is the
+// name, or the name made valid; nothing else matches.
+func TestLabelNames(t *testing.T) {
+	tests := []struct {
+		label, name string
+		want        bool
+	}{
+		{"dc-1", "dc-1", true},
+		{"Metro-DC--A", "Metro DC (A)", true},
+		{"fd00--10", "fd00::10", true},
+		{"Metro-DC--A", "Metro DC (B)", false},
+		{"dc-1", "dc-2", false},
+		{"Metro DC (A)", "Metro-DC--A", false}, // a label is never the raw form of another name
+	}
+	for _, tt := range tests {
+		if got := labelNames(tt.label, tt.name); got != tt.want {
+			t.Errorf("labelNames(%q, %q) = %v, want %v", tt.label, tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,7 +1,14 @@
 package provider_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
+
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
@@ -40,4 +47,50 @@ func TestPlacementLabels(t *testing.T) {
 		return err == nil && len(obs.PlacementLabels) == 1 && obs.PlacementLabels[0].Label == provider.LabelHost &&
 			obs.PlacementLabels[0].Now != "" && obs.PlacementLabels[0].Now != n.Labels[provider.LabelHost]
 	})
+}
+
+// TestLabelValuePolicy: a datacenter whose name is not a label value
+// ("Metro DC (A)") is labelled with the name made valid, at
+// initialization and in the labels Observe keeps current, with or
+// without labels.placement; the deletion rules read that label as the
+// configured datacenter (before, the label was dropped without placement,
+// and with it the sanitized label held every deletion as "not
+// configured").
+func TestLabelValuePolicy(t *testing.T) {
+	for _, head := range []string{"", "labels:\n  placement: [datacenter, vcenter]\n"} {
+		t.Run(fmt.Sprintf("placement=%v", head != ""), func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Datacenters: []string{"Metro DC (A)"}, Hosts: 1, VMs: 1})
+			must.OK(t, err)
+			t.Cleanup(f.Close)
+			cfg, _, err := config.Parse("test.yaml", []byte(f.Config(head, map[string][]string{"vc-a": {`datacenters: ["Metro DC (A)"]`}})), config.Options{})
+			must.OK(t, err)
+			p, err := provider.New(cfg, provider.Options{})
+			must.OK(t, err)
+			must.OK(t, p.Start(ctx, nil))
+			t.Cleanup(p.Close)
+			must.OK(t, p.WaitForSync(ctx))
+
+			vm := f.VCenter("vc-a").VMs[0]
+			n := node(vm)
+			md, err := p.InstanceMetadata(ctx, n)
+			must.OK(t, err)
+			if got := md.AdditionalLabels[provider.LabelDatacenter]; got != "Metro-DC--A" {
+				t.Fatalf("datacenter label = %q, want Metro-DC--A (labels %v)", got, md.AdditionalLabels)
+			}
+			n.Labels, n.Spec.ProviderID = md.AdditionalLabels, md.ProviderID
+			must.OK(t, p.InScope(n))
+			obs, err := p.Observe(ctx, n)
+			must.OK(t, err)
+			if len(obs.PlacementLabels) != 0 {
+				t.Errorf("labels to patch right after initialization: %+v", obs.PlacementLabels)
+			}
+			other := n.DeepCopy()
+			other.Labels[provider.LabelDatacenter] = provider.LabelValue("Metro DC (B)")
+			var nc *provider.NotConfiguredError
+			if err := p.InScope(other); !errors.As(err, &nc) || nc.Datacenter != "Metro-DC--B" {
+				t.Errorf("a Node labelled with another datacenter: InScope = %v, want NotConfiguredError for Metro-DC--B", err)
+			}
+		})
+	}
 }

@@ -69,7 +69,7 @@ func (p *Provider) Power(ctx context.Context, node *v1.Node) (PowerProof, error)
 		out.Unproven = fmt.Sprintf("the kubelet reports machine UUID %s, not the BIOS UUID %s of the providerID: the Node may run on another machine now (a clone or a restore)", su, uuid)
 		return out, nil
 	}
-	if lv := node.Labels[LabelVCenter]; lv != "" && lv != vm.VCenter {
+	if lv := node.Labels[LabelVCenter]; lv != "" && !labelNames(lv, vm.VCenter) {
 		out.Unproven = fmt.Sprintf("the Node is labelled with vCenter %q but its VM was found in vCenter %q", lv, vm.VCenter)
 		return out, nil
 	}
