@@ -2,9 +2,11 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -47,6 +49,16 @@ func (f *fakeReads) read(ctx context.Context, refs []string) (map[string][]types
 	return out, nil
 }
 
+// waiters is the number of callers of the request under way.
+func (b *batchReader) waiters() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.running == nil {
+		return 0
+	}
+	return b.running.callers
+}
+
 func (b *batchReader) queued() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -75,7 +87,8 @@ func getAsync(ctx context.Context, b *batchReader, r string) <-chan result {
 // next one; a VM that no longer exists comes back as nil.
 func TestBatchReader(t *testing.T) {
 	f := newFakeReads()
-	b := &batchReader{read: f.read}
+	b := newBatchReader(f.read, time.Minute)
+	defer b.close()
 	ctx := context.Background()
 
 	first := getAsync(ctx, b, "vm-1")
@@ -108,43 +121,37 @@ func TestBatchReader(t *testing.T) {
 	}
 }
 
-// TestBatchReaderMakerGivesUp: two callers wait for the same request;
-// one gives up (its ctx ends). Whichever of them made the request, the
-// other is not failed with the first one's ctx error: it gets its VM,
-// reading again if need be.
+// TestBatchReaderMakerGivesUp: a second caller asks for the VM the
+// request under way reads, and joins it; the caller that started it gives
+// up (its ctx ends). The request goes on: the other gets the VM from it,
+// with no second request. close ends a request under way.
 func TestBatchReaderMakerGivesUp(t *testing.T) {
 	f := newFakeReads()
-	b := &batchReader{read: f.read}
+	b := newBatchReader(f.read, time.Minute)
 	ctx := context.Background()
 
-	blocker := getAsync(ctx, b, "vm-0") // the request under way
-	<-f.started
 	quitterCtx, giveUp := context.WithCancel(ctx)
-	quitter := getAsync(quitterCtx, b, "vm-1")
-	other := getAsync(ctx, b, "vm-2")
-	poll.True(t, "both queued for the next request", func() bool { return b.queued() == 2 })
-	f.release <- nil
-	<-blocker
-	<-f.started // the next request, made by one of the two
+	quitter := getAsync(quitterCtx, b, "vm-1") // starts the request
+	<-f.started
+	other := getAsync(ctx, b, "vm-1")
+	poll.True(t, "the other caller waiting", func() bool { return b.waiters() == 2 })
 	giveUp()
-	// Only once the quitter has returned is any request answered: if it
-	// made the request, its read ended with its ctx, not with an answer.
 	if r := <-quitter; r.err == nil {
 		t.Errorf("the caller that gave up got %+v, want its ctx error", r)
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case f.release <- nil:
-			case <-f.started:
-			case <-done:
-				return
-			}
-		}
-	}()
-	if r := <-other; r.err != nil || len(r.props) != 1 || r.props[0].Val != "vm vm-2" {
+	f.release <- nil
+	if r := <-other; r.err != nil || len(r.props) != 1 || r.props[0].Val != "vm vm-1" {
 		t.Errorf("the caller that did not give up: %+v", r)
+	}
+
+	held := getAsync(ctx, b, "vm-2")
+	<-f.started
+	b.close() // ends the request held, and waits for it
+	if r := <-held; !errors.Is(r.err, context.Canceled) {
+		t.Errorf("a read ended by close: %+v, want context.Canceled", r)
+	}
+	want := [][]string{{"vm-1"}, {"vm-2"}}
+	if !slices.EqualFunc(f.requests, want, slices.Equal) {
+		t.Errorf("requests %v, want %v (the request its maker gave up on answered the other caller)", f.requests, want)
 	}
 }

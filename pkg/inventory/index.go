@@ -70,7 +70,7 @@ func NewIndex(c Client, opts Options) *Index {
 		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, attributes: opts.CustomAttributes,
 		store: newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
-	ix.reader = &batchReader{read: ix.readDetails}
+	ix.reader = newBatchReader(ix.readDetails, searchTimeout)
 	return ix
 }
 

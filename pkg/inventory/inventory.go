@@ -95,9 +95,15 @@ func (inv *Inventory) Start(ctx context.Context) {
 	}
 }
 
-// Wait waits until the sync loops started by Start have stopped and released
-// their server-side state.
-func (inv *Inventory) Wait() { inv.wg.Wait() }
+// Wait waits until the sync loops started by Start have stopped (their
+// ctx ended) and released their server-side state, then ends the direct
+// reads lookups started and waits for them.
+func (inv *Inventory) Wait() {
+	inv.wg.Wait()
+	for _, ix := range inv.indexes {
+		ix.reader.close()
+	}
+}
 
 // WaitForSync waits until every index has completed a full read, or ctx
 // ends; it reports the vCenters still not synced. The controller manager

@@ -45,6 +45,7 @@ type Cache struct {
 	client     Client
 	categories []string // names of the categories of interest
 	clock      clock.Clock
+	refreshes  *flight.Group
 
 	mu        sync.RWMutex
 	catalog   *catalog                                  // nil until read once
@@ -52,7 +53,7 @@ type Cache struct {
 	synced    bool                                      // a full refresh has completed
 	refreshed time.Time
 	err       error
-	flight    *flight.Flight // the full refresh under way
+	flight    *flight.Flight // the full refresh under way, started by refreshes
 	first     chan struct{}  // closed at the first completed full refresh
 	changed   notify.Notifier
 }
@@ -70,7 +71,7 @@ func NewCache(c Client, categories []string, clk clock.Clock) *Cache {
 		clk = clock.RealClock{}
 	}
 	return &Cache{client: c, categories: slices.Compact(slices.Sorted(slices.Values(categories))), clock: clk,
-		attached: map[types.ManagedObjectReference][]string{}, first: make(chan struct{})}
+		attached: map[types.ManagedObjectReference][]string{}, first: make(chan struct{}), refreshes: flight.NewGroup()}
 }
 
 // Run refreshes the cache every interval until ctx ends. A failed refresh
@@ -130,17 +131,22 @@ func (c *Cache) WaitSynced(ctx context.Context) error {
 // Refresh re-reads the categories and tags of interest and the objects
 // they are attached to, each batch of tags in its own request (with its own
 // timeout). On failure the previous state is kept. A Refresh already under
-// way is joined instead of started again.
+// way is joined instead of started again; it goes on when the caller that
+// started it gives up, so that the others get its result.
 func (c *Cache) Refresh(ctx context.Context) error {
 	c.mu.Lock()
-	if f := c.flight; f != nil {
-		c.mu.Unlock()
-		return f.Wait(ctx)
+	if c.flight == nil {
+		// Outlives a caller that gives up (each request is bounded by the
+		// vCenter's request timeout); Close ends it.
+		c.flight = c.refreshes.Go(ctx, 0, c.refresh)
 	}
-	f := flight.New()
-	c.flight = f
+	f := c.flight
 	c.mu.Unlock()
+	return f.Wait(ctx)
+}
 
+// refresh is the work of a Refresh.
+func (c *Cache) refresh(ctx context.Context) error {
 	cat, attached, err := c.readAll(ctx)
 	c.mu.Lock()
 	c.flight = nil
@@ -153,12 +159,15 @@ func (c *Cache) Refresh(ctx context.Context) error {
 		c.synced, c.refreshed = true, c.clock.Now()
 	}
 	c.mu.Unlock()
-	f.Land(err)
 	if err == nil {
 		c.changed.Notify()
 	}
 	return err
 }
+
+// Close ends a refresh under way and waits for it (Run's own loop ends
+// with its ctx).
+func (c *Cache) Close() { c.refreshes.Close() }
 
 // Changed returns a channel closed after the next successful refresh.
 func (c *Cache) Changed() <-chan struct{} { return c.changed.C() }

@@ -117,8 +117,14 @@ func (r *Resolver) Start(ctx context.Context) {
 	}
 }
 
-// Wait waits for the loops started by Start to stop.
-func (r *Resolver) Wait() { r.wg.Wait() }
+// Wait waits for the loops started by Start to stop (their ctx ended),
+// then ends the refreshes lookups started and waits for them.
+func (r *Resolver) Wait() {
+	r.wg.Wait()
+	for _, c := range r.caches {
+		c.Close()
+	}
+}
 
 // WaitForSync waits until every cache has been filled once, or ctx ends.
 func (r *Resolver) WaitForSync(ctx context.Context) error {

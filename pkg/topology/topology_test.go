@@ -89,6 +89,7 @@ func start(t *testing.T, ctx context.Context, f *vcsim.Fleet, head string, per m
 	}
 	res := topology.NewResolver(cfg, inv, tc, o)
 	res.Start(rctx)
+	t.Cleanup(func() { cancel(); res.Wait() }) // loops and the refreshes lookups started end before the simulators close
 	must.OK(t, res.WaitForSync(ctx))
 	return stack{inv, res}
 }

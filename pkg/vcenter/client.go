@@ -114,6 +114,7 @@ type Client struct {
 	wake   chan struct{}
 	first  chan struct{} // closed after the first connection attempt
 	log    klog.Logger   // carries vcenter=<name>
+	logins *flight.Group // the login in flight; closed by close
 
 	mu         sync.Mutex
 	sess       *Session
@@ -122,14 +123,14 @@ type Client struct {
 	health     Health
 	changed    notify.Notifier // at the next health change
 	rejected   *rejection
-	flight     *flight.Flight
+	flight     *flight.Flight // the login under way
 	firstDone  bool
 	loginCount int // successful logins, for tests and metrics
 }
 
 func newClient(vc config.VCenter, global config.Global, opts Options) *Client {
 	return &Client{vc: vc, global: global, opts: opts,
-		wake: make(chan struct{}, 1), first: make(chan struct{}),
+		wake: make(chan struct{}, 1), first: make(chan struct{}), logins: flight.NewGroup(),
 		log:    klog.Background().WithValues("vcenter", vc.Name),
 		health: Health{State: Down, Since: opts.Clock.Now(), LastError: ErrNotConnectedYet}}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/flight"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
@@ -40,22 +39,19 @@ func (c *Client) relogin(ctx context.Context, gen uint64) error {
 		c.mu.Unlock()
 		return nil // someone else already logged in again
 	}
-	f := c.flight
-	if f == nil {
-		f = flight.New()
-		c.flight = f
+	if c.flight == nil {
 		// The login outlives a caller that gives up, so that the others
-		// (and the next call) get its result; it is bounded by ConnectTimeout.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.global.ConnectTimeout)
-		go func() {
-			defer cancel()
-			err := c.login(lctx)
+		// (and the next call) get its result; it is bounded by
+		// ConnectTimeout, and close ends it.
+		c.flight = c.logins.Go(ctx, c.global.ConnectTimeout, func(ctx context.Context) error {
+			err := c.login(ctx)
 			c.mu.Lock()
 			c.flight = nil
 			c.mu.Unlock()
-			f.Land(err)
-		}()
+			return err
+		})
 	}
+	f := c.flight
 	c.mu.Unlock()
 	return f.Wait(ctx)
 }
@@ -214,16 +210,10 @@ func (c *Client) logout(s *Session) {
 	s.VIM.Client.CloseIdleConnections()
 }
 
-// close waits for a login in flight (bounded), then logs the session out.
+// close ends a login in flight and waits for it, then logs the session
+// out.
 func (c *Client) close() {
-	c.mu.Lock()
-	f := c.flight
-	c.mu.Unlock()
-	if f != nil {
-		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = f.Wait(wctx)
-		cancel()
-	}
+	c.logins.Close()
 	c.mu.Lock()
 	s := c.sess
 	c.sess = nil
