@@ -147,7 +147,7 @@ func (m *Metrics) lookup(err error) {
 // Refresh updates the gauges from the provider's state. The provider does
 // it every 10 seconds; tests call it to read current values.
 func (m *Metrics) Refresh(p *Provider) {
-	now := time.Now()
+	now := p.opts.Clock.Now()
 	// Never loaded counts from the start: a cache that never loads must
 	// trip the same stale alert as one that stopped.
 	age := func(t time.Time) float64 {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
@@ -55,6 +56,10 @@ type Options struct {
 	// (shared with the node-topology controller); Initialize starts its
 	// sink with the framework's client unless it has one.
 	Events *nodeevents.Recorder
+	// Clock is the provider's clock, given to the vCenter clients, the
+	// inventory and the tag caches too (nil: the real clock; a
+	// VCenter.Clock already set is kept).
+	Clock clock.WithTicker
 }
 
 // The framework's interfaces the provider serves, checked at compile time.
@@ -92,6 +97,12 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 		// before the request timeout.
 		opts.InventoryMaxWait = min(15*time.Second, max(cfg.Global.RequestTimeout/4, time.Second))
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.VCenter.Clock == nil {
+		opts.VCenter.Clock = opts.Clock
+	}
 	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{})}
 	return p, nil
 }
@@ -119,7 +130,7 @@ func (p *Provider) Start(ctx context.Context, kube kubernetes.Interface) error {
 
 func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	ctx, p.cancel = context.WithCancel(ctx)
-	p.startedAt = time.Now()
+	p.startedAt = p.opts.Clock.Now()
 	p.kube = kube
 	p.creds = credentials.New(p.cfg, credentials.Options{Client: kube})
 	// The watches live as long as ctx; nothing waits for them: a vCenter
@@ -155,9 +166,10 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 		GuestHostnames: slices.Contains(p.cfg.Nodes.LookupOrder, config.LookupGuestHostname),
 		ClusterGroups:  len(p.cfg.HostGroupZones) > 0 || slices.Contains(p.cfg.Labels.Placement, config.PlacementHostGroup),
 		CustomAttributes: p.cfg.Labels.InstanceTypeAttribute != "" ||
-			slices.ContainsFunc(p.cfg.Labels.Additional, func(a config.AdditionalLabel) bool { return a.Attribute != "" }), SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second)})
+			slices.ContainsFunc(p.cfg.Labels.Additional, func(a config.AdditionalLabel) bool { return a.Attribute != "" }), SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second),
+		Clock: p.opts.Clock})
 	p.inv.Start(ctx)
-	p.topo = topology.NewResolver(p.cfg, p.inv, tc, topology.ResolverOptions{})
+	p.topo = topology.NewResolver(p.cfg, p.inv, tc, topology.ResolverOptions{Clock: p.opts.Clock})
 	p.topo.Start(ctx)
 	// One loop per vCenter reacts to its changes: health changes refresh
 	// the gauges; an inventory that becomes current refreshes them too and
@@ -300,7 +312,10 @@ func startRetry() wait.Backoff {
 // the error and retries in the background until stop, lookups failing
 // with "not started" meanwhile.
 func (p *Provider) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
+	// The framework passes no ctx: the root of this provider's loggers is
+	// klog's, named once here; every loop below takes it from ctx.
+	log := klog.Background().WithName("vsphere")
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), log))
 	go func() {
 		<-stop
 		cancel()
@@ -308,14 +323,14 @@ func (p *Provider) Initialize(clientBuilder cloudprovider.ControllerClientBuilde
 	attempt := func(ctx context.Context) (bool, error) {
 		kube, err := clientBuilder.Client("vsphere-cloud-controller-manager")
 		if err != nil {
-			klog.ErrorS(err, "No Kubernetes client for the vSphere provider; retrying")
+			log.Error(err, "No Kubernetes client for the vSphere provider; retrying")
 			return false, nil
 		}
 		if p.opts.Events != nil {
 			p.opts.Events.Start(ctx, kube)
 		}
 		if err := p.Start(ctx, kube); err != nil {
-			klog.ErrorS(err, "vSphere provider failed to start; retrying")
+			log.Error(err, "vSphere provider failed to start; retrying")
 			return false, nil
 		}
 		return true, nil
