@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -46,11 +47,22 @@ type batch struct {
 }
 
 // get returns the properties of the VM r (nil: it no longer exists),
-// waiting for them as long as ctx allows.
+// waiting for them as long as ctx allows. A request that joined ran out
+// of its own time (it started before this caller asked) is made again,
+// once, while ctx allows.
 func (b *batchReader) get(ctx context.Context, r string) ([]types.DynamicProperty, error) {
+	props, joined, err := b.getOnce(ctx, r, true)
+	if joined && isContextErr(err) && ctx.Err() == nil {
+		props, _, err = b.getOnce(ctx, r, false)
+	}
+	return props, err
+}
+
+func (b *batchReader) getOnce(ctx context.Context, r string, join bool) (_ []types.DynamicProperty, joined bool, _ error) {
 	b.mu.Lock()
 	mine := b.running
-	if mine == nil || !mine.refs[r] { // else: joins the request under way that reads it
+	joined = join && mine != nil && mine.refs[r]
+	if !joined { // else: joins the request under way that reads it
 		if b.next == nil {
 			b.next = &batch{refs: map[string]bool{}, done: make(chan struct{})}
 		}
@@ -64,10 +76,14 @@ func (b *batchReader) get(ctx context.Context, r string) ([]types.DynamicPropert
 	b.mu.Unlock()
 	select {
 	case <-mine.done:
-		return mine.res[r], mine.err
+		return mine.res[r], joined, mine.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, joined, ctx.Err()
 	}
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // startLocked starts the request of next, with b.mu held; when it ends,

@@ -155,3 +155,33 @@ func TestBatchReaderMakerGivesUp(t *testing.T) {
 		t.Errorf("requests %v, want %v (the request its maker gave up on answered the other caller)", f.requests, want)
 	}
 }
+
+// TestBatchReaderLateJoiner: a caller that joined a request under way
+// does not inherit that request's deadline: when it runs out of time
+// (it started before the caller asked), the VM is read again, once, for
+// the caller whose own ctx still allows; the caller that started it gets
+// its error.
+func TestBatchReaderLateJoiner(t *testing.T) {
+	f := newFakeReads()
+	b := newBatchReader(f.read, time.Minute)
+	defer b.close()
+	ctx := context.Background()
+
+	starter := getAsync(ctx, b, "vm-1")
+	<-f.started
+	joiner := getAsync(ctx, b, "vm-1")
+	poll.True(t, "the joiner waiting for the request under way", func() bool { return b.waiters() == 2 })
+	f.release <- context.DeadlineExceeded // the request's own timeout
+	if r := <-starter; !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Errorf("the caller that started the request: %+v, want its DeadlineExceeded", r)
+	}
+	<-f.started
+	f.release <- nil
+	if r := <-joiner; r.err != nil || len(r.props) != 1 || r.props[0].Val != "vm vm-1" {
+		t.Errorf("the caller that joined: %+v, want vm-1 read again", r)
+	}
+	want := [][]string{{"vm-1"}, {"vm-1"}}
+	if !slices.EqualFunc(f.requests, want, slices.Equal) {
+		t.Errorf("requests %v, want %v", f.requests, want)
+	}
+}

@@ -73,6 +73,9 @@ func (s *syncStatus) objectsKnown(staleAfter time.Duration) bool {
 func (s *syncStatus) objectsReadAhead() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.synced {
+		return
+	}
 	s.objectsRead = true
 	s.objectsAt = s.clock.Now()
 }

@@ -38,10 +38,10 @@ func (s *store) write(fn func(d *data) (changed bool)) {
 	}
 }
 
-// install replaces the data with a full read's.
+// install replaces the data with a full read's. It wakes no waiter:
+// the index does, once its status says the data is current.
 func (s *store) install(d *data) {
 	s.mu.Lock()
 	s.data = d
 	s.mu.Unlock()
-	s.changed.Notify()
 }

@@ -143,8 +143,8 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 // interrupted to add VMs of interest.
 func (ix *Index) poll(ctx context.Context, st *collector, maxWait time.Duration) (*types.UpdateSet, error) {
 	secs := int32(maxWait / time.Second)
-	if st.staging != nil {
-		secs = 0
+	if st.version == "" {
+		secs = 0 // the first call returns the full state at once (in pages, at once too)
 	}
 	res, err := methods.WaitForUpdatesEx(ctx, st.session.VIM, &types.WaitForUpdatesEx{
 		This: st.pc.Reference(), Version: st.version,
@@ -191,6 +191,9 @@ func (ix *Index) installFullRead(d *data) {
 	// adds them all), so that no lookup ever waits for them.
 	ix.interest.afterFullRead(inScope, want, !ix.allDetails && n <= ix.eagerMax)
 	ix.status.fullReadDone()
+	// Woken only now: a consumer woken by a change must find the index
+	// current.
+	ix.store.changed.Notify()
 	ix.log.V(1).Info("Inventory synced", "vms", n)
 }
 

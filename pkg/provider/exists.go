@@ -168,19 +168,24 @@ func (p *Provider) InScope(node *v1.Node) error {
 	if !ok {
 		return nil
 	}
-	i := slices.IndexFunc(p.cfg.VCenters, func(vc config.VCenter) bool { return labelNames(name, vc.Name) })
-	if i < 0 {
+	dc, hasDC := node.Labels[LabelDatacenter]
+	named := false
+	// Every vCenter the label may name (two names may be made the same
+	// valid value): in scope if the datacenter is in any of them.
+	for _, vc := range p.cfg.VCenters {
+		if !labelNames(name, vc.Name) {
+			continue
+		}
+		named = true
+		if !hasDC || len(vc.Datacenters) == 0 || // every datacenter of the vCenter is in scope
+			slices.ContainsFunc(vc.Datacenters, func(d string) bool { return labelNames(dc, d) || labelNames(dc, path.Base(d)) }) {
+			return nil
+		}
+	}
+	if !named {
 		return &NotConfiguredError{Node: node.Name, VCenter: name}
 	}
-	vc := p.cfg.VCenters[i]
-	dc, ok := node.Labels[LabelDatacenter]
-	if !ok || len(vc.Datacenters) == 0 {
-		return nil // every datacenter of the vCenter is in scope
-	}
-	if !slices.ContainsFunc(vc.Datacenters, func(d string) bool { return labelNames(dc, d) || labelNames(dc, path.Base(d)) }) {
-		return &NotConfiguredError{Node: node.Name, VCenter: name, Datacenter: dc}
-	}
-	return nil
+	return &NotConfiguredError{Node: node.Name, VCenter: name, Datacenter: dc}
 }
 
 // othersInScope checks that no Node names, in its labels, a vCenter or

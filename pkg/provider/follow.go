@@ -28,12 +28,15 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 	if tc != nil {
 		tags = tc.Changed()
 	}
-	changed := ix.Changed()
+	// Every channel is held across passes: one taken afresh at each pass
+	// would miss a change that fired while another case was handled.
+	changed, health, synced := ix.Changed(), c.HealthChanged(), ix.Synced()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.HealthChanged():
+		case <-health:
+			health = c.HealthChanged()
 			refresh()
 			p.changes.Notify()
 		case <-changed:
@@ -42,7 +45,8 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 		case <-tags:
 			tags = tc.Changed()
 			p.changes.Notify()
-		case <-ix.Synced():
+		case <-synced:
+			synced = ix.Synced()
 			refresh()
 			p.changes.Notify()
 			p.recovered.Notify()

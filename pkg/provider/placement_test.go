@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -92,5 +94,25 @@ func TestLabelValuePolicy(t *testing.T) {
 				t.Errorf("a Node labelled with another datacenter: InScope = %v, want NotConfiguredError for Metro-DC--B", err)
 			}
 		})
+	}
+}
+
+// TestInScopeNamesMadeEqual: two configured vCenters whose names are made
+// the same label value ("vc 1" and "vc-1") are both candidates for a Node
+// labelled vc-1: it is in scope if its datacenter is in either.
+func TestInScopeNamesMadeEqual(t *testing.T) {
+	text := "vcenter:\n" +
+		"  \"vc 1\":\n    server: vc1.example.com\n    user: u\n    password: p\n    insecureFlag: true\n    datacenters: [dc-a]\n" +
+		"  vc-1:\n    server: vc-1.example.com\n    user: u\n    password: p\n    insecureFlag: true\n    datacenters: [dc-b]\n"
+	cfg, _, err := config.Parse("test.yaml", []byte(text), config.Options{})
+	must.OK(t, err)
+	p, err := provider.New(cfg, provider.Options{})
+	must.OK(t, err)
+	for dc, in := range map[string]bool{"dc-a": true, "dc-b": true, "dc-c": false} {
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{provider.LabelVCenter: "vc-1", provider.LabelDatacenter: dc}}}
+		var nc *provider.NotConfiguredError
+		if err := p.InScope(n); in != (err == nil) || (!in && (!errors.As(err, &nc) || nc.Datacenter != dc)) {
+			t.Errorf("datacenter %s: InScope = %v, want in scope %v", dc, err, in)
+		}
 	}
 }

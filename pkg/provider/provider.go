@@ -57,8 +57,8 @@ type Options struct {
 	// sink with the framework's client unless it has one.
 	Events *nodeevents.Recorder
 	// Clock is the provider's clock, given to the vCenter clients, the
-	// inventory and the tag caches too (nil: the real clock; a
-	// VCenter.Clock already set is kept).
+	// inventory and the tag caches too (nil: VCenter.Clock if set, else
+	// the real clock).
 	Clock clock.WithTicker
 }
 
@@ -96,6 +96,9 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 		// after which it may no longer prove absence) is noticed well
 		// before the request timeout.
 		opts.InventoryMaxWait = min(15*time.Second, max(cfg.Global.RequestTimeout/4, time.Second))
+	}
+	if opts.Clock == nil {
+		opts.Clock = opts.VCenter.Clock
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
