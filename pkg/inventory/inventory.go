@@ -188,9 +188,12 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 	var ask []*Index // searchable, not current: worth a direct search on a miss
 	var stale error  // a match in a vCenter whose index is not current
 	for _, ix := range inv.indexes {
+		// The status first: data read after the index said it is current
+		// is that read's or a newer one's, never a resync's old data
+		// taken for current.
+		ok, _, err := ix.Status()
 		vms := ix.lookup(lk)
 		found = append(found, vms...)
-		ok, _, err := ix.Status()
 		switch {
 		case ok:
 		case search != nil && ix.searchable():
