@@ -68,6 +68,15 @@ func (b *batchReader) queued() int {
 	return len(b.next.refs)
 }
 
+// startReader returns fake reads and a batch reader over them, closed at
+// the end of the test.
+func startReader(t *testing.T) (*fakeReads, *batchReader) {
+	f := newFakeReads()
+	b := newBatchReader(f.read, time.Minute)
+	t.Cleanup(b.close)
+	return f, b
+}
+
 type result struct {
 	props []types.DynamicProperty
 	err   error
@@ -86,9 +95,7 @@ func getAsync(ctx context.Context, b *batchReader, r string) <-chan result {
 // asked for while that request is under way are read together by the
 // next one; a VM that no longer exists comes back as nil.
 func TestBatchReader(t *testing.T) {
-	f := newFakeReads()
-	b := newBatchReader(f.read, time.Minute)
-	defer b.close()
+	f, b := startReader(t)
 	ctx := context.Background()
 
 	first := getAsync(ctx, b, "vm-1")
@@ -162,9 +169,7 @@ func TestBatchReaderMakerGivesUp(t *testing.T) {
 // the caller whose own ctx still allows; the caller that started it gets
 // its error.
 func TestBatchReaderLateJoiner(t *testing.T) {
-	f := newFakeReads()
-	b := newBatchReader(f.read, time.Minute)
-	defer b.close()
+	f, b := startReader(t)
 	ctx := context.Background()
 
 	starter := getAsync(ctx, b, "vm-1")
