@@ -96,7 +96,7 @@ func TestChart(t *testing.T) {
 		case *corev1.Secret:
 			sawSecret = true
 			set, warnings, err := parseSecret(o)
-			if err != nil || len(warnings) > 0 || len(set) != 2 || set["fd00:10::20"].Username != "ccm-b@vsphere.local" {
+			if err != nil || len(warnings) > 0 || len(set) != 2 || set["fd00:10::20"].Identity() != "ccm-b@vsphere.local" {
 				t.Errorf("chart Secret: %v, warnings %v, err %v", set, warnings, err)
 			}
 		case *rbacv1.Role:

@@ -13,6 +13,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
@@ -160,7 +161,7 @@ func TestConvertSecretOut(t *testing.T) {
 				t.Fatalf("credentials: %v %v", err, warnings)
 			}
 			vc := cfg.VCenters[0]
-			got := set[vc.Server]
+			got, _ := set[vc.Server].(secret.Password)
 			if got.Username != "administrator@vsphere.local" || got.Password.Reveal() != "Sentinel-Qx7v=Pw" {
 				t.Errorf("vCenter %s: moved credentials user %q", vc.Server, got.Username)
 			}

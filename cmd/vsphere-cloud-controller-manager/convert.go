@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
 // newConvertCommand is `config convert`: the canonical YAML of a config on
@@ -93,7 +94,8 @@ func (o *convertOptions) Run() error {
 	if err != nil {
 		return err
 	}
-	data := credentialData(moved)
+	data, dataNotes := credentialData(moved)
+	notes = append(notes, dataNotes...)
 	switch {
 	case len(moved) == 0:
 	case o.secretOut == "":
@@ -116,26 +118,49 @@ func (o *convertOptions) Run() error {
 	return err
 }
 
-// credentialData lays credentials out as the CCM reads them from a Secret
-// or a directory: <server>.username and <server>.password, or server_<n>,
-// username_<n> and password_<n> for a server that is not a valid key (an
-// IPv6 address).
-func credentialData(moved []config.InlineCredential) map[string][]byte {
+// credentialData lays credentials out as the CCM (and the reference CCM)
+// reads them from a Secret or a directory: <server>.username and
+// <server>.password (a certificate as username, its key as password), or
+// server_<n>, username_<n> and password_<n> for a server that is not a
+// valid key (an IPv6 address); a shared session as
+// <server>.vc-session-manager-url and <server>.vc-session-manager-token.
+// notes says what could not be written.
+func credentialData(moved []config.InlineCredential) (map[string][]byte, []string) {
 	data := map[string][]byte{}
+	var notes []string
 	n := 0
 	for _, m := range moved {
+		var user, password string
+		switch c := m.Credentials.(type) {
+		case secret.Password:
+			user, password = c.Username, c.Password.Reveal()
+		case secret.Certificate:
+			user, password = c.PEM, c.Key.Reveal()
+		case secret.SharedSession:
+			if len(validation.IsConfigMapKey(m.Server+".vc-session-manager-url")) != 0 {
+				notes = append(notes, fmt.Sprintf("vcenter %q: server %s cannot name a Secret key, and a shared session has no server_<id> form: its session manager was not written; give the vCenter a host name", m.VCenter, m.Server))
+				continue
+			}
+			data[m.Server+".vc-session-manager-url"] = []byte(c.URL)
+			if c.Token.IsSet() {
+				data[m.Server+".vc-session-manager-token"] = []byte(c.Token.Reveal())
+			}
+			continue
+		default:
+			continue
+		}
 		if len(validation.IsConfigMapKey(m.Server+".username")) == 0 {
-			data[m.Server+".username"] = []byte(m.Username)
-			data[m.Server+".password"] = []byte(m.Password.Reveal())
+			data[m.Server+".username"] = []byte(user)
+			data[m.Server+".password"] = []byte(password)
 			continue
 		}
 		n++
 		id := strconv.Itoa(n)
 		data["server_"+id] = []byte(m.Server)
-		data["username_"+id] = []byte(m.Username)
-		data["password_"+id] = []byte(m.Password.Reveal())
+		data["username_"+id] = []byte(user)
+		data["password_"+id] = []byte(password)
 	}
-	return data
+	return data, notes
 }
 
 func writeSecretManifest(path string, ref config.SecretRef, data map[string][]byte) error {

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
 // builder turns a rawConfig into a Config: defaults and the inheritance of
@@ -167,7 +169,7 @@ func (b *builder) build(raw *rawConfig) *Config {
 		b.errorf("vcenter", "no vCenter configured; add one under vcenter.<name> with at least a server")
 	}
 	if len(b.globalInlineUnused) > 0 {
-		b.warnf("global.user", "global user and password are not used by %s, which read a Secret (as in the reference CCM); remove them, or give those vCenters their own", strings.Join(b.globalInlineUnused, ", "))
+		b.warnf(globalInlineKey(&g.rawConnection), "global inline credentials are not used by %s, which read a Secret (as in the reference CCM); remove them, or give those vCenters their own", strings.Join(b.globalInlineUnused, ", "))
 	}
 	cfg.Labels = b.buildLabels(raw.Labels)
 	cfg.Nodes = b.buildNodes(raw.Nodes)
@@ -276,38 +278,156 @@ func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global
 	} else if name != "" && ignored == "" {
 		ignored = b.ignoredSecret
 	}
-	// A vCenter that reads a Secret does not inherit global's inline user
-	// and password (the reference uses the Secret alone then); its own
+	// A vCenter that reads a Secret does not inherit global's inline
+	// credentials (the reference uses the Secret alone then); its own
 	// inline credentials stay, after the Secret. The vCenter made from
 	// global.server has global's as its own.
 	_, implicit := b.origin[p]
 	usesSecret := (cred.Secret != nil || cred.GlobalSecret != nil) && !implicit
-	if usesSecret {
-		cred.User = deref(c.User)
-		if deref(c.User) == "" && deref(gc.User) != "" {
-			b.globalInlineUnused = append(b.globalInlineUnused, p)
-		}
-	} else {
-		cred.User = inherit(b, p, "user", c.User, gc.User, "", nonEmpty)
-	}
-	if c.Password != nil && c.Password.IsSet() {
-		cred.Password = *c.Password
-	} else if gc.Password != nil && gc.Password.IsSet() && !usesSecret {
-		cred.Password = *gc.Password
-		b.origin[p+".password"] = "global.password"
-	}
+	in := b.inlineFields(p, c, gc, usesSecret)
+	cred.TokenFile = inherit(b, p, "sessionManagerTokenFile", c.SessionManagerTokenFile, gc.SessionManagerTokenFile, "", nonEmpty)
+	cred.Inline = b.inlineCredentials(p, in, cred.TokenFile, len(cred.Sources()) > 0)
 	switch {
-	case len(cred.Sources()) > 0:
-	case cred.User != "" && !cred.Password.IsSet():
-		b.errorf(p+".user", "user is set but no password is; add password, or better, use secretName/secretNamespace or global.secretsDirectory")
-	case cred.User == "" && cred.Password.IsSet():
-		b.errorf(p+".password", "password is set but no user is; add user")
+	case len(cred.Sources()) > 0 || in.written():
+		// a source, or inline credentials already reported as wrong
 	case ignored != "":
 		b.errorf(p, "no credentials: %s; set it, or global.secretsDirectory, or user and password", ignored)
 	default:
 		b.errorf(p, "no credentials: set secretName and secretNamespace (here or in global), global.secretsDirectory, or user and password")
 	}
 	return cred
+}
+
+// globalInlineKey is the first inline credential key set in global.
+func globalInlineKey(gc *rawConnection) string {
+	switch {
+	case deref(gc.User) != "":
+		return "global.user"
+	case deref(gc.Certificate) != "":
+		return "global.certificate"
+	case deref(gc.SessionManagerURL) != "":
+		return "global.sessionManagerURL"
+	}
+	return "global.user"
+}
+
+// inline is the inline credential fields of one vCenter, each its own
+// value or global's.
+type inline struct {
+	user, certificate, url string
+	password, key, token   secret.Value
+}
+
+func (in inline) written() bool {
+	return in.user != "" || in.certificate != "" || in.url != "" ||
+		in.password.IsSet() || in.key.IsSet() || in.token.IsSet()
+}
+
+// inlineFields inherits each inline credential field. Global's are not
+// inherited by a vCenter that reads a Secret.
+func (b *builder) inlineFields(p string, c, gc *rawConnection, usesSecret bool) inline {
+	str := func(key string, v, g *string) string {
+		if usesSecret {
+			if deref(v) == "" && deref(g) != "" {
+				if !contains(b.globalInlineUnused, p) {
+					b.globalInlineUnused = append(b.globalInlineUnused, p)
+				}
+			}
+			return deref(v)
+		}
+		return inherit(b, p, key, v, g, "", nonEmpty)
+	}
+	val := func(key string, v, g *secret.Value) secret.Value {
+		switch {
+		case v != nil && v.IsSet():
+			return *v
+		case g != nil && g.IsSet() && !usesSecret:
+			b.origin[p+"."+key] = "global." + key
+			return *g
+		}
+		return secret.Value{}
+	}
+	return inline{
+		user:        str("user", c.User, gc.User),
+		password:    val("password", c.Password, gc.Password),
+		certificate: str("certificate", c.Certificate, gc.Certificate),
+		key:         val("privateKey", c.PrivateKey, gc.PrivateKey),
+		url:         str("sessionManagerURL", c.SessionManagerURL, gc.SessionManagerURL),
+		token:       val("sessionManagerToken", c.SessionManagerToken, gc.SessionManagerToken),
+	}
+}
+
+// inlineCredentials chooses the mode of the inline credentials: the fields
+// of one mode only, complete. Errors name fields, never values.
+// An incomplete set is an error, or only a warning when other sources
+// exist (the reference reads a user beside a Secret and uses the Secret).
+func (b *builder) inlineCredentials(p string, in inline, tokenFile string, others bool) secret.Credentials {
+	incomplete := b.errorf
+	if others {
+		incomplete = func(path, format string, args ...any) {
+			b.warnf(path, format+" (ignored: the vCenter's other credential sources are used)", args...)
+		}
+	}
+	hasPassword := in.user != "" || in.password.IsSet()
+	hasCert := in.certificate != "" || in.key.IsSet()
+	hasSession := in.url != "" || in.token.IsSet()
+	modes := 0
+	for _, m := range []bool{hasPassword, hasCert, hasSession} {
+		if m {
+			modes++
+		}
+	}
+	if modes > 1 {
+		b.errorf(p, "the inline credentials mix modes (user and password, certificate and privateKey, sessionManagerURL): set the fields of one")
+		return nil
+	}
+	switch {
+	case hasSession:
+		if in.url == "" {
+			incomplete(p+".sessionManagerToken", "sessionManagerToken is set but sessionManagerURL is not; add the session manager's URL")
+			return nil
+		}
+		s, err := secret.NewSharedSession(in.url, in.token, tokenFile)
+		if err != nil {
+			b.errorf(p+".sessionManagerURL", "%v", err)
+			return nil
+		}
+		if s.Insecure() {
+			b.warnf(p+".sessionManagerURL", "the session manager URL is plain http: the bearer token and the session ticket travel in clear; use https")
+		}
+		return s
+	case hasCert:
+		switch {
+		case in.certificate == "":
+			incomplete(p+".privateKey", "privateKey is set but certificate is not; add the solution user's PEM certificate")
+			return nil
+		case !in.key.IsSet():
+			incomplete(p+".certificate", "certificate is set but privateKey is not; add its PEM private key")
+			return nil
+		}
+		c, err := secret.NewCertificate(in.certificate, in.key)
+		if err != nil {
+			b.errorf(p+".certificate", "%v", err)
+			return nil
+		}
+		return c
+	case hasPassword:
+		switch {
+		case in.user != "" && !in.password.IsSet():
+			incomplete(p+".user", "user is set but no password is; add password, or better, use secretName/secretNamespace or global.secretsDirectory")
+			return nil
+		case in.user == "":
+			incomplete(p+".password", "password is set but no user is; add user")
+			return nil
+		}
+		c, err := secret.FromUserPassword(in.user, in.password)
+		if err != nil {
+			b.errorf(p+".password", "%v", err)
+			return nil
+		}
+		return c
+	}
+	return nil
 }
 
 func (b *builder) buildStaticTopology(p string, raw *rawStaticTopology, datacenters []string) StaticTopology {

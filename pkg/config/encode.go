@@ -44,6 +44,8 @@ type yamlVCenter struct {
 	SecretName         string          `json:"secretName,omitempty"`
 	SecretNamespace    string          `json:"secretNamespace,omitempty"`
 	StaticTopology     *StaticTopology `json:"staticTopology,omitempty"`
+	// SessionManagerTokenFile is written when not the default.
+	SessionManagerTokenFile string `json:"sessionManagerTokenFile,omitempty"`
 }
 
 type yamlNodes struct {
@@ -82,13 +84,13 @@ type EncodeOptions struct {
 	SecretsDirectory string
 }
 
-// InlineCredential is one vCenter's inline user and password, moved out of
-// the config by Encode: the caller writes them to the Secret or directory
-// of EncodeOptions.
+// InlineCredential is one vCenter's inline credentials (any mode), moved
+// out of the config by Encode: the caller writes them to the Secret or
+// directory of EncodeOptions, in the keys the reference CCM reads.
 type InlineCredential struct {
-	VCenter string
-	Server  string
-	secret.Credentials
+	VCenter     string
+	Server      string
+	Credentials secret.Credentials
 }
 
 // Encode writes cfg as canonical YAML: every inherited value and default
@@ -157,11 +159,9 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			y.StaticTopology = &st
 		}
 		f.VCenter[vc.Name] = y
-		if vc.Credentials.HasInline() {
-			moved = append(moved, InlineCredential{VCenter: vc.Name, Server: vc.Server,
-				Credentials: secret.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}})
-		} else if vc.Credentials.User != "" || vc.Credentials.Password.IsSet() {
-			notes = append(notes, fmt.Sprintf("vcenter %q: an incomplete inline user or password was not written", vc.Name))
+		y.SessionManagerTokenFile = vc.Credentials.TokenFile
+		if vc.Credentials.Inline != nil {
+			moved = append(moved, InlineCredential{VCenter: vc.Name, Server: vc.Server, Credentials: vc.Credentials.Inline})
 		}
 	}
 	for _, m := range moved {

@@ -47,8 +47,8 @@ func TestEnvOverrides(t *testing.T) {
 			env:  []string{"VSPHERE_USER=admin", "VSPHERE_PASSWORD=a=b==c"},
 			check: func(t *testing.T, cfg *Config) {
 				c := cfg.VCenters[0].Credentials
-				if c.User != "admin" || c.Password.Reveal() != "a=b==c" {
-					t.Errorf("user %q, password kept whole: %v", c.User, c.Password.Reveal() == "a=b==c")
+				if inlineUser(c) != "admin" || inlinePassword(c) != "a=b==c" {
+					t.Errorf("user %q, password kept whole: %v", inlineUser(c), inlinePassword(c) == "a=b==c")
 				}
 			},
 		},
@@ -72,7 +72,7 @@ func TestEnvOverrides(t *testing.T) {
 			env:  []string{"VSPHERE_VCENTER_X=vc-x.example.com", "VCENTER_X_USERNAME=u", "VCENTER_X_PASSWORD=p", "VCENTER_X_INSECURE=true"},
 			check: func(t *testing.T, cfg *Config) {
 				vc, ok := cfg.VCenter("vc-x.example.com")
-				if !ok || !vc.InsecureFlag || vc.Credentials.User != "u" {
+				if !ok || !vc.InsecureFlag || inlineUser(vc.Credentials) != "u" {
 					t.Errorf("got %+v", cfg.VCenters)
 				}
 			},
@@ -88,7 +88,7 @@ func TestEnvOverrides(t *testing.T) {
 			file: base,
 			env:  []string{"VSPHERE_VCENTER_PORT=", "VSPHERE_USER="},
 			check: func(t *testing.T, cfg *Config) {
-				if cfg.VCenters[0].Port != 443 || cfg.VCenters[0].Credentials.User != "" {
+				if cfg.VCenters[0].Port != 443 || cfg.VCenters[0].Credentials.Inline != nil {
 					t.Errorf("got %+v", cfg.VCenters[0])
 				}
 			},

@@ -31,9 +31,9 @@ labels:
 		panic(err)
 	}
 	vc := cfg.VCenters[0]
-	fmt.Println(vc.Address(), vc.Credentials.Sources(), vc.Credentials.Password)
+	fmt.Println(vc.Address(), vc.Credentials.Sources(), vc.Credentials.InlineMode())
 	// Output:
 	// vsphere.conf:7: vcenter["site-a"].sever: unknown key "sever" in vcenter["site-a"]; did you mean server?
 	// warning: vsphere.conf:10: vcenter["site-a"].ca-file: "ca-file" is the INI spelling of caFile and is ignored in YAML, as the reference CCM ignores it; rename it caFile to use it
-	// vc-a.example.com:443 [inline user u] [redacted]
+	// vc-a.example.com:443 [inline password of u] password
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
+
 	"fmt"
 	"net/netip"
 	"os"
@@ -186,11 +188,11 @@ func sameMeaning(cfg *Config, want *corpusConfig, warnings string) []string {
 			diff(p+" thumbprint", vc.Thumbprint, w.Thumbprint)
 		}
 		c := vc.Credentials
-		if c.User != w.User && !(w.User != "" && !w.PasswordSet) {
-			diff(p+" user", c.User, w.User)
+		if inlineUser(c) != w.User && !(w.User != "" && !w.PasswordSet) {
+			diff(p+" user", inlineUser(c), w.User)
 		}
-		if c.Password.IsSet() != w.PasswordSet && !(w.PasswordSet && w.User == "") {
-			diff(p+" password set", c.Password.IsSet(), w.PasswordSet)
+		if (inlinePassword(c) != "") != w.PasswordSet && !(w.PasswordSet && w.User == "") {
+			diff(p+" password set", inlinePassword(c) != "", w.PasswordSet)
 		}
 		if w.SecretName != "" && w.SecretNamespace != "" {
 			ref := SecretRef{Namespace: w.SecretNamespace, Name: w.SecretName}
@@ -287,9 +289,9 @@ func assertConverts(t *testing.T, cfg *Config) {
 		if a.Name != vc.Name || a.Address() != vc.Address() || a.InsecureFlag != vc.InsecureFlag || a.CAFile != vc.CAFile || a.Thumbprint != vc.Thumbprint {
 			t.Errorf("converted vCenter %s differs: %v vs %v", vc.Name, a, vc)
 		}
-		if vc.Credentials.HasInline() {
+		if vc.Credentials.Inline != nil {
 			i := slices.IndexFunc(moved, func(m InlineCredential) bool { return m.VCenter == vc.Name })
-			if i < 0 || moved[i].Server != vc.Server || moved[i].Username != vc.Credentials.User || !moved[i].Password.Equal(vc.Credentials.Password) {
+			if i < 0 || moved[i].Server != vc.Server || !secret.Equal(moved[i].Credentials, vc.Credentials.Inline) {
 				t.Errorf("vcenter %s: inline credentials not moved", vc.Name)
 			}
 			if len(a.Credentials.Sources()) == 0 {

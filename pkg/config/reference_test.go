@@ -20,7 +20,7 @@ func TestReferenceReadings(t *testing.T) {
 			in:   "[Global]\nsecret-name = vsphere-creds\nuser = u\npassword = p\n[VirtualCenter \"vc.example.com\"]\n",
 			check: func(t *testing.T, cfg *Config) {
 				c := cfg.VCenters[0].Credentials
-				if c.GlobalSecret != nil || c.User != "u" {
+				if c.GlobalSecret != nil || inlineUser(c) != "u" {
 					t.Errorf("credentials %+v, want inline only", c.Sources())
 				}
 			},

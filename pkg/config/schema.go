@@ -47,6 +47,14 @@ type rawConnection struct {
 	SecretName         *string       `yaml:"secretName" ini:"secret-name"`
 	SecretNamespace    *string       `yaml:"secretNamespace" ini:"secret-namespace"`
 	IPFamily           *[]string     `yaml:"ipFamily" ini:"ip-family"`
+	// Extensions: credential modes written out. The reference reads a PEM
+	// certificate as user with its key as password, and the session
+	// manager only from a Secret.
+	Certificate             *string       `yaml:"certificate" ini:"certificate"`
+	PrivateKey              *secret.Value `yaml:"privateKey" ini:"private-key"`
+	SessionManagerURL       *string       `yaml:"sessionManagerURL" ini:"vc-session-manager-url"`
+	SessionManagerToken     *secret.Value `yaml:"sessionManagerToken" ini:"vc-session-manager-token"`
+	SessionManagerTokenFile *string       `yaml:"sessionManagerTokenFile" ini:"vc-session-manager-token-file"`
 }
 
 type rawGlobal struct {

@@ -36,7 +36,7 @@ func TestPasswordNeverPrinted(t *testing.T) {
 				}
 				outputs = append(outputs, cfg.String(), fmt.Sprintf("%s", cfg), fmt.Sprintf("%v", *cfg), fmt.Sprintf("%+v", *cfg), fmt.Sprintf("%v", cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg),
 					fmt.Sprint(cfg.VCenters), fmt.Sprintf("%v", cfg.VCenters[0].Credentials), string(js), string(enc), strings.Join(notes, "\n"))
-				if !cfg.VCenters[0].Credentials.Password.IsSet() {
+				if inlinePassword(cfg.VCenters[0].Credentials) == "" {
 					t.Fatal("password not parsed")
 				}
 			}

@@ -129,9 +129,14 @@ type SecretRef struct {
 
 func (r SecretRef) String() string { return r.Namespace + "/" + r.Name }
 
-// Credentials lists every configured source of a vCenter's username and
-// password. The credential manager uses them in this order of precedence:
-// Secret, GlobalSecret, SecretsDirectory, inline User/Password.
+// DefaultSessionManagerTokenFile is the bearer token sent to a session
+// manager that has no token of its own: the Pod's service-account token, as
+// in the reference CCM.
+const DefaultSessionManagerTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// Credentials lists every configured source of a vCenter's credentials. The
+// credential manager uses them in this order of precedence: Secret,
+// GlobalSecret, SecretsDirectory, Inline.
 type Credentials struct {
 	// Secret is the vCenter's own Secret (vcenter.<name>.secretName).
 	Secret *SecretRef `json:"secret,omitempty"`
@@ -139,18 +144,29 @@ type Credentials struct {
 	GlobalSecret *SecretRef `json:"globalSecret,omitempty"`
 	// SecretsDirectory is global.secretsDirectory.
 	SecretsDirectory string `json:"secretsDirectory,omitempty"`
-	// User is the inline username (vCenter value, else global).
-	User string `json:"user,omitempty"`
-	// Password is the inline password (vCenter value, else global).
-	Password secret.Value `json:"password,omitzero"`
+	// Inline is what the config itself holds (vCenter values, else global):
+	// a secret.Password (user and password), a secret.Certificate (a PEM
+	// certificate as user with its key as password, or certificate and
+	// privateKey) or a secret.SharedSession (sessionManagerURL); nil when
+	// the config holds none.
+	Inline secret.Credentials `json:"-"`
+	// TokenFile is the bearer token file of a session manager that has no
+	// token (sessionManagerTokenFile), for every source; empty means
+	// DefaultSessionManagerTokenFile.
+	TokenFile string `json:"sessionManagerTokenFile,omitempty"`
 }
 
-// HasInline reports whether both an inline user and password are set.
-func (c Credentials) HasInline() bool { return c.User != "" && c.Password.IsSet() }
+// InlineMode is the mode of the inline credentials, "" when none.
+func (c Credentials) InlineMode() secret.Mode {
+	if c.Inline == nil {
+		return ""
+	}
+	return c.Inline.Mode()
+}
 
 // Sources describes the credential sources in precedence order, without
 // revealing any secret, for example
-// ["Secret kube-system/vc-a", "inline user admin@vsphere.local"].
+// ["Secret kube-system/vc-a", "inline password of admin@vsphere.local"].
 func (c Credentials) Sources() []string {
 	var out []string
 	if c.Secret != nil {
@@ -162,10 +178,25 @@ func (c Credentials) Sources() []string {
 	if c.SecretsDirectory != "" {
 		out = append(out, "secrets directory "+c.SecretsDirectory)
 	}
-	if c.HasInline() {
-		out = append(out, "inline user "+c.User)
+	if c.Inline != nil {
+		out = append(out, DescribeCredentials("inline", c.Inline))
 	}
 	return out
+}
+
+// DescribeCredentials says what creds are, without anything secret:
+// "<where> password of admin@vsphere.local", "<where> certificate CN=...",
+// "<where> shared session from https://...".
+func DescribeCredentials(where string, creds secret.Credentials) string {
+	switch c := creds.(type) {
+	case secret.Password:
+		return where + " password of " + c.Username
+	case secret.Certificate:
+		return where + " " + c.Identity()
+	case secret.SharedSession:
+		return where + " shared session from " + secret.RedactURL(c.URL)
+	}
+	return where
 }
 
 // StaticTopology is a zone/region written in the config instead of tags.

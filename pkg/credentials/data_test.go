@@ -11,7 +11,18 @@ import (
 )
 
 func creds(u, p string) secret.Credentials {
-	return secret.Credentials{Username: u, Password: secret.New(p)}
+	return secret.Password{Username: u, Password: secret.New(p)}
+}
+
+// username and password read password credentials ("" for other modes).
+func username(c secret.Credentials) string {
+	p, _ := c.(secret.Password)
+	return p.Username
+}
+
+func password(c secret.Credentials) string {
+	p, _ := c.(secret.Password)
+	return p.Password.Reveal()
 }
 
 func TestParseData(t *testing.T) {
@@ -103,7 +114,7 @@ func FuzzParseData(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		set, warnings, err := ParseData(map[string][]byte{k1: []byte(v1), k2: []byte(v2)})
 		for server, c := range set {
-			if server == "" || c.Username == "" || !c.Password.IsSet() {
+			if server == "" || c == nil || c.Identity() == "" {
 				t.Fatalf("incomplete entry %q: %+v", server, c)
 			}
 		}

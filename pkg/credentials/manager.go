@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,7 +160,7 @@ func (m *Manager) watchSecret(ctx context.Context, log klog.Logger, ref config.S
 			log.Error(err, "Secret has incomplete credentials; those servers get none from this Secret (the next source in precedence is used) until it is fixed")
 		}
 		m.mu.Lock()
-		if !maps.EqualFunc(set, m.secrets[ref], secret.Credentials.Equal) {
+		if !maps.EqualFunc(set, m.secrets[ref], secret.Equal) {
 			m.secrets[ref] = set // what the Secret holds now: a removed key is forgotten
 			m.notifyLocked()
 		}
@@ -208,7 +209,7 @@ func (m *Manager) readDirectory(log klog.Logger, dir string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !maps.EqualFunc(set, m.dir, secret.Credentials.Equal) {
+	if !maps.EqualFunc(set, m.dir, secret.Equal) {
 		m.dir = set // what the directory holds now: a removed file is forgotten
 		m.notifyLocked()
 	}
@@ -238,8 +239,19 @@ func (m *Manager) Changed() <-chan struct{} {
 
 // Get returns the credentials for vc from the first source, in precedence
 // order, that has them, and names that source. The error wraps
-// ErrNoCredentials and lists each source consulted.
+// ErrNoCredentials and lists each source consulted. A shared session
+// without a token of its own reads the token file of vc's config (by
+// default the Pod's service-account token) at every login.
 func (m *Manager) Get(vc config.VCenter) (secret.Credentials, string, error) {
+	creds, source, err := m.get(vc)
+	if s, ok := creds.(secret.SharedSession); ok && !s.Token.IsSet() && s.TokenFile == "" {
+		s.TokenFile = cmp.Or(vc.Credentials.TokenFile, config.DefaultSessionManagerTokenFile)
+		creds = s
+	}
+	return creds, source, err
+}
+
+func (m *Manager) get(vc config.VCenter) (secret.Credentials, string, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	var tried []string
@@ -255,16 +267,16 @@ func (m *Manager) Get(vc config.VCenter) (secret.Credentials, string, error) {
 			tried = append(tried, fmt.Sprintf("Secret %s not read yet", ref))
 			continue
 		}
-		tried = append(tried, fmt.Sprintf("Secret %s has no %s.username/%s.password (or server_<id> entry)", ref, vc.Server, vc.Server))
+		tried = append(tried, fmt.Sprintf("Secret %s has no usable %s.username/%s.password, %s.vc-session-manager-url (or server_<id> entry)", ref, vc.Server, vc.Server, vc.Server))
 	}
 	if c.SecretsDirectory != "" {
 		if cr, ok := m.dir[vc.Server]; ok {
 			return cr, "secrets directory " + c.SecretsDirectory, nil
 		}
-		tried = append(tried, fmt.Sprintf("secrets directory %s has no %s.username/%s.password", c.SecretsDirectory, vc.Server, vc.Server))
+		tried = append(tried, fmt.Sprintf("secrets directory %s has no usable %s.username/%s.password or %s.vc-session-manager-url", c.SecretsDirectory, vc.Server, vc.Server, vc.Server))
 	}
-	if c.HasInline() {
-		return secret.Credentials{Username: c.User, Password: c.Password}, "inline config", nil
+	if c.Inline != nil {
+		return c.Inline, "inline config", nil
 	}
-	return secret.Credentials{}, "", fmt.Errorf("vcenter %q: %w: %v", vc.Name, ErrNoCredentials, tried)
+	return nil, "", fmt.Errorf("vcenter %q: %w: %v", vc.Name, ErrNoCredentials, tried)
 }

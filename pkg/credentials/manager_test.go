@@ -74,8 +74,8 @@ vcenter:
 	for name, w := range want {
 		vc, _ := cfg.VCenter(name)
 		got, source, err := m.Get(vc)
-		if err != nil || got.Username != w.user || got.Password.Reveal() != w.pass || source != w.source {
-			t.Errorf("%s: got %q from %q (err %v), want %q from %q", name, got.Username, source, err, w.user, w.source)
+		if err != nil || username(got) != w.user || password(got) != w.pass || source != w.source {
+			t.Errorf("%s: got %q from %q (err %v), want %q from %q", name, username(got), source, err, w.user, w.source)
 		}
 	}
 	vcE, _ := cfg.VCenter("e")
@@ -92,7 +92,7 @@ vcenter:
 	}
 	<-changed
 	vcA, _ := cfg.VCenter("a")
-	poll.True(t, "rotated Secret", func() bool { c, _, _ := m.Get(vcA); return c.Password.Reveal() == "a-pass-2" })
+	poll.True(t, "rotated Secret", func() bool { c, _, _ := m.Get(vcA); return password(c) == "a-pass-2" })
 
 	// A deleted Secret is forgotten: the next source in precedence applies.
 	changed = m.Changed()
@@ -100,14 +100,14 @@ vcenter:
 		t.Fatal(err)
 	}
 	<-changed
-	if c, source, err := m.Get(vcA); err != nil || c.Username != "x" || source != "Secret kube-system/global-creds" {
-		t.Errorf("after deletion: %q from %q (%v), want the global Secret's entry", c.Username, source, err)
+	if c, source, err := m.Get(vcA); err != nil || username(c) != "x" || source != "Secret kube-system/global-creds" {
+		t.Errorf("after deletion: %q from %q (%v), want the global Secret's entry", username(c), source, err)
 	}
 
 	// Rotation in the directory.
 	write("vc-c.password", "dir-pass-2")
 	vcC, _ := cfg.VCenter("c")
-	poll.True(t, "rotated directory", func() bool { c, _, _ := m.Get(vcC); return c.Password.Reveal() == "dir-pass-2" })
+	poll.True(t, "rotated directory", func() bool { c, _, _ := m.Get(vcC); return password(c) == "dir-pass-2" })
 
 	// A key removed from the directory is forgotten.
 	changed = m.Changed()
@@ -132,8 +132,8 @@ vcenter:
 	if _, _, err := m.Get(vcB); !errors.Is(err, ErrNoCredentials) {
 		t.Errorf("b after its password key was removed: %v, want ErrNoCredentials", err)
 	}
-	if c, _, err := m.Get(vcA); err != nil || c.Username != "x" {
-		t.Errorf("a after an unrelated key was removed: %q %v", c.Username, err)
+	if c, _, err := m.Get(vcA); err != nil || username(c) != "x" {
+		t.Errorf("a after an unrelated key was removed: %q %v", username(c), err)
 	}
 }
 

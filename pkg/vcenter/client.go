@@ -17,8 +17,8 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
-// CredentialSource gives the current username and password of a vCenter
-// and signals changes. *credentials.Manager implements it.
+// CredentialSource gives the current credentials of a vCenter (in any
+// mode) and signals changes. *credentials.Manager implements it.
 type CredentialSource interface {
 	Get(vc config.VCenter) (secret.Credentials, string, error)
 	Changed() <-chan struct{}
@@ -98,6 +98,8 @@ func (o *Options) defaults(global config.Global) {
 type Session struct {
 	VIM  *vim25.Client
 	REST *rest.Client
+
+	mode secret.Mode // how it was opened
 }
 
 // Client is the connection to one vCenter. Its lock guards only its own

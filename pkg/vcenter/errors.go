@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
 // Sentinel errors; test with errors.Is.
@@ -43,7 +45,11 @@ func (e *UnavailableError) Unwrap() error { return e.Cause }
 type LoginRejectedError struct {
 	VCenter string
 	Address string
-	User    string
+	// User names who logged in without anything secret: the user, the
+	// certificate's subject or the session manager (Identity).
+	User string
+	// Mode is the credential mode.
+	Mode secret.Mode
 	// Source names where the credentials came from.
 	Source string
 	// At is when the vCenter refused them.
@@ -59,8 +65,15 @@ func (e *LoginRejectedError) Error() string {
 	if e.Deferred {
 		verb = "not retried: rejected"
 	}
-	return fmt.Sprintf("vCenter %q (%s): login of user %q (from %s) %s at %s; to avoid an SSO account lockout the same credentials are not tried again before %s; fix the password in the credential source (a changed Secret is tried at once)",
-		e.VCenter, e.Address, e.User, e.Source, verb, e.At.UTC().Format(time.RFC3339), e.RetryAt.UTC().Format(time.RFC3339))
+	what, fix := fmt.Sprintf("login of user %q", e.User), "fix the password"
+	switch e.Mode {
+	case secret.ModeCertificate:
+		what, fix = "certificate login of "+e.User, "register the certificate for its solution user in vCenter SSO, or give another certificate and key"
+	case secret.ModeSharedSession:
+		what, fix = "clone ticket from "+e.User, "check the session manager (its tickets are for this vCenter and used once)"
+	}
+	return fmt.Sprintf("vCenter %q (%s): %s (from %s) %s at %s; to avoid an SSO account lockout the same credentials are not tried again before %s; %s in the credential source (a changed Secret is tried at once)",
+		e.VCenter, e.Address, what, e.Source, verb, e.At.UTC().Format(time.RFC3339), e.RetryAt.UTC().Format(time.RFC3339), fix)
 }
 
 // Is makes errors.Is(err, ErrLoginRejected) true.

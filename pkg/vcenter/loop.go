@@ -12,6 +12,8 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vapi/rest"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
 // run is the client's one background loop: it connects, keeps the
@@ -199,8 +201,8 @@ func (c *Client) credentialsChanged(ctx context.Context) bool {
 		return false
 	case s == nil || state != Connected:
 		return true // a waiting vCenter tries the new credentials now
-	case had.creds.Username != creds.Username || had.source != source:
-		c.log.Info("Credentials now come from another user or source; logging in again", "user", creds.Username, "credentialSource", source)
+	case !secret.SameIdentity(had.creds, creds) || had.source != source:
+		c.log.Info("Credentials now come from another user, mode or source; logging in again", "mode", creds.Mode(), "user", creds.Identity(), "credentialSource", source)
 		if err := c.relogin(ctx, c.currentGen()); err != nil {
 			c.log.Error(err, "Login with the new credentials failed")
 		}

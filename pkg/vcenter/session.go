@@ -3,6 +3,7 @@ package vcenter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -11,8 +12,6 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vapi/rest"
-	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
@@ -56,10 +55,17 @@ func (c *Client) relogin(ctx context.Context, gen uint64) error {
 	return f.Wait(ctx)
 }
 
-// credentials returns the current credentials; without any, the vCenter
-// is down (and its session, if any, is dropped: see revoke).
+// credentials returns the current credentials; without usable ones, the
+// vCenter is down (and its session, if any, is dropped: see revoke). A
+// certificate outside its validity period is refused here, before any
+// request.
 func (c *Client) credentials() (secret.Credentials, string, error) {
 	creds, source, err := c.opts.Credentials.Get(c.vc)
+	if cert, ok := creds.(secret.Certificate); ok && err == nil {
+		if verr := cert.CheckValidity(c.opts.Clock.Now()); verr != nil {
+			err = fmt.Errorf("vcenter %q: credentials from %s: %w", c.vc.Name, source, verr)
+		}
+	}
 	if err != nil {
 		c.fail(err)
 		return creds, source, c.Unavailable()
@@ -81,16 +87,16 @@ func (c *Client) login(ctx context.Context) error {
 	c.mu.Lock()
 	rej := c.rejected
 	c.mu.Unlock()
-	if rej != nil && rej.creds.Equal(creds) && now.Before(rej.at.Add(c.global.LoginBackoff)) {
-		return &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Username, Source: source,
+	if rej != nil && secret.Equal(rej.creds, creds) && now.Before(rej.at.Add(c.global.LoginBackoff)) {
+		return &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Identity(), Mode: creds.Mode(), Source: source,
 			At: rej.at, RetryAt: rej.at.Add(c.global.LoginBackoff), Deferred: true}
 	}
 
 	s, err := c.connect(ctx, creds)
 	if err != nil {
-		if isInvalidLogin(err) {
+		if isRefused(err) {
 			at := c.opts.Clock.Now()
-			rerr := &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Username, Source: source,
+			rerr := &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Identity(), Mode: creds.Mode(), Source: source,
 				At: at, RetryAt: at.Add(c.global.LoginBackoff)}
 			c.mu.Lock()
 			c.rejected = &rejection{creds: creds, at: at}
@@ -105,7 +111,7 @@ func (c *Client) login(ctx context.Context) error {
 	}
 	// The credentials may have been withdrawn or replaced while the login
 	// was in flight: such a session must not be used, nor left open.
-	if now, nowSource, err := c.opts.Credentials.Get(c.vc); err != nil || now.Username != creds.Username || nowSource != source {
+	if now, nowSource, err := c.opts.Credentials.Get(c.vc); err != nil || !secret.SameIdentity(now, creds) || nowSource != source {
 		c.logout(s)
 		if err == nil {
 			err = errors.New("the credentials changed while logging in; logging in again with the new ones")
@@ -124,7 +130,7 @@ func (c *Client) login(ctx context.Context) error {
 	c.rejected = nil
 	c.setStateLocked(Connected, nil)
 	c.mu.Unlock()
-	c.log.Info("Logged in to vCenter", "address", c.vc.Address(), "user", creds.Username, "credentialSource", source)
+	c.log.Info("Logged in to vCenter", "address", c.vc.Address(), "mode", creds.Mode(), "user", creds.Identity(), "credentialSource", source)
 	if old != nil {
 		go c.logout(old) // the old session may still be valid on the server (for example only REST expired)
 		// Requests still under way on the old session (a long poll, a
@@ -150,59 +156,14 @@ func (c *Client) newTransport(base *http.Transport) (*http.Transport, error) {
 	return base, nil
 }
 
-// connect builds fresh SOAP and REST clients and logs both in.
-func (c *Client) connect(ctx context.Context, creds secret.Credentials) (*Session, error) {
-	u := &url.URL{Scheme: "https", Host: c.vc.Address(), Path: "/sdk"}
-	sc := soap.NewClient(u, c.vc.InsecureFlag)
-	t, err := c.newTransport(sc.DefaultTransport())
-	if err != nil {
-		return nil, err
-	}
-	sc.UserAgent = c.opts.UserAgent
-	if c.opts.WrapTransport != nil {
-		sc.Client.Transport = c.opts.WrapTransport(c.vc.Name, t)
-	}
-	vim, err := vim25.NewClient(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
-	vim.RoundTripper = observedSOAP{next: vim25.Retry(sc, vim25.RetryTemporaryNetworkError, c.vc.SOAPRoundtripCount),
-		vcenter: c.vc.Name, obs: c.opts.Observer}
-	user := url.UserPassword(creds.Username, creds.Password.Reveal())
-	err = session.NewManager(vim).Login(ctx, user)
-	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
-	if err != nil {
-		return nil, err
-	}
-	rc := rest.NewClient(vim)
-	var rt http.RoundTripper = rc.DefaultTransport()
-	if c.opts.WrapTransport != nil {
-		rt = c.opts.WrapTransport(c.vc.Name, rt)
-	}
-	rc.Client.Client.Transport = observedHTTP{next: rt, vcenter: c.vc.Name, obs: c.opts.Observer}
-	err = rc.Login(ctx, user)
-	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
-	if err != nil {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = session.NewManager(vim).Logout(lctx)
-		cancel()
-		return nil, err
-	}
-	return &Session{VIM: vim, REST: rc}, nil
-}
-
-// loginOutcome marks a refused login with ErrLoginRejected for observers.
-func loginOutcome(err error) error {
-	if err != nil && isInvalidLogin(err) {
-		return ErrLoginRejected
-	}
-	return err
-}
-
 func (c *Client) logout(s *Session) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = s.REST.Logout(ctx)
+	if s.REST != nil && s.mode != secret.ModeSharedSession {
+		// A shared session's REST client uses the SOAP session: the SOAP
+		// logout ends both.
+		_ = s.REST.Logout(ctx)
+	}
 	_ = session.NewManager(s.VIM).Logout(ctx)
 	// Each session has its own transport (SOAP and REST share it): its
 	// idle connections, two goroutines each, would stay open until the

@@ -158,12 +158,12 @@ func (m *mutableCreds) Changed() <-chan struct{} {
 	return m.changed
 }
 
-func (m *mutableCreds) set(name string, c *secret.Credentials, source string) {
+func (m *mutableCreds) set(name string, c secret.Credentials, source string) {
 	m.mu.Lock()
 	if c == nil {
 		delete(m.byName, name)
 	} else {
-		m.byName[name] = *c
+		m.byName[name] = c
 	}
 	m.source = source
 	close(m.changed)
@@ -186,8 +186,8 @@ func TestCredentialsWithdrawn(t *testing.T) {
 	if h := ca.Health(); h.State != vcenter.Down || !errors.Is(h.LastError, credentials.ErrNoCredentials) {
 		t.Fatalf("without credentials: %v %v", h.State, h.LastError)
 	}
-	good := secret.Credentials{Username: a.User, Password: secret.New(a.Password)}
-	src.set("vc-a", &good, "Secret kube-system/a")
+	good := secret.Password{Username: a.User, Password: secret.New(a.Password)}
+	src.set("vc-a", good, "Secret kube-system/a")
 	poll.True(t, "vc-a connected once credentials appeared", func() bool { return ca.Health().State == vcenter.Connected })
 	if n, _ := sessionsOf(ctx, t, a); n != 1 {
 		t.Fatalf("%d sessions, want 1", n)
@@ -200,10 +200,10 @@ func TestCredentialsWithdrawn(t *testing.T) {
 		t.Errorf("call without credentials: %v", err)
 	}
 
-	src.set("vc-a", &good, "Secret kube-system/a")
+	src.set("vc-a", good, "Secret kube-system/a")
 	poll.True(t, "vc-a connected again", func() bool { return ca.Health().State == vcenter.Connected })
 	logins := ca.Logins()
-	src.set("vc-a", &good, "inline config") // the Secret key was removed: the next source in precedence
+	src.set("vc-a", good, "inline config") // the Secret key was removed: the next source in precedence
 	poll.True(t, "a new login for the new source", func() bool { return ca.Logins() == logins+1 })
 	if h := ca.Health(); h.State != vcenter.Connected || h.CredentialSource != "inline config" {
 		t.Errorf("after the source changed: %v from %q", h.State, h.CredentialSource)
@@ -267,8 +267,8 @@ func TestRevokedDuringLogin(t *testing.T) {
 	defer cancel()
 	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: src, KeepAlive: time.Hour, WrapTransport: hold})
 	ca, _ := p.Client("vc-a")
-	good := secret.Credentials{Username: a.User, Password: secret.New(a.Password)}
-	src.set("vc-a", &good, "Secret kube-system/a")
+	good := secret.Password{Username: a.User, Password: secret.New(a.Password)}
+	src.set("vc-a", good, "Secret kube-system/a")
 	<-inLogin
 	src.set("vc-a", nil, "") // revoked while the login is in flight
 	close(release)

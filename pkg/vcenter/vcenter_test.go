@@ -91,10 +91,10 @@ func parseConfig(t testing.TB, f *vcsim.Fleet, global []string, per map[string]v
 type inline struct{ ch chan struct{} }
 
 func (inline) Get(vc config.VCenter) (secret.Credentials, string, error) {
-	if !vc.Credentials.HasInline() {
-		return secret.Credentials{}, "", credentials.ErrNoCredentials
+	if vc.Credentials.Inline == nil {
+		return nil, "", credentials.ErrNoCredentials
 	}
-	return secret.Credentials{Username: vc.Credentials.User, Password: vc.Credentials.Password}, "inline config", nil
+	return vc.Credentials.Inline, "inline config", nil
 }
 func (s inline) Changed() <-chan struct{} { return s.ch }
 
@@ -232,7 +232,7 @@ func TestRotationAndLockout(t *testing.T) {
 		}
 		poll.True(t, "the Secret update", func() bool {
 			got, _, _ := creds.Get(cl.Config())
-			return got.Password.Reveal() == pass
+			return secret.Equal(got, secret.Password{Username: a.User, Password: secret.New(pass)})
 		})
 	}
 	terminate := func() {
