@@ -2,6 +2,7 @@ package secret
 
 import (
 	"bytes"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -247,8 +248,12 @@ func NewCertificate(certPEM string, key Value) (Certificate, error) {
 		return Certificate{}, fmt.Errorf("%w: the username is the PEM certificate %q, so the password must be its PEM private key, and it is not one", ErrCertificate, leaf.Subject.String())
 	}
 	c := Certificate{PEM: certPEM, Key: key, leaf: leaf}
-	if _, err := c.KeyPair(); err != nil {
+	kp, err := c.KeyPair()
+	if err != nil {
 		return Certificate{}, fmt.Errorf("certificate %q: %w", leaf.Subject.String(), err)
+	}
+	if _, ok := kp.PrivateKey.(*rsa.PrivateKey); !ok {
+		return Certificate{}, fmt.Errorf("%w: certificate %q has a %T key; vCenter's STS signs with RSA keys only", ErrCertificate, leaf.Subject.String(), kp.PrivateKey)
 	}
 	return c, nil
 }

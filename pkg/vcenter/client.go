@@ -163,6 +163,9 @@ func (c *Client) Do(ctx context.Context, fn func(context.Context, *Session) erro
 	if err != nil && isNotAuthenticated(err) {
 		c.log.V(2).Info("Session expired; logging in again")
 		if lerr := c.relogin(ctx, gen); lerr != nil {
+			// The loop may be asleep for KeepAlive: it takes over the
+			// retries now (after the back-off of a refused login).
+			c.poke()
 			return lerr
 		}
 		if s, _, err = c.session(); err != nil {

@@ -121,8 +121,9 @@ func (c *Client) loginCertificate(ctx context.Context, s *Session, cert secret.C
 	}
 	signer, err := tokens.Issue(ctx, sts.TokenRequest{Certificate: &pair, Delegatable: true})
 	if err != nil {
+		refused := isSTSRefusal(err)
 		err = fmt.Errorf("STS issued no token for %s: %w", cert.Identity(), err)
-		if isSTSRefusal(err) {
+		if refused {
 			err = &refusedError{err: err}
 		}
 		c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
@@ -191,8 +192,9 @@ func refusal(err error) error {
 
 // isSTSRefusal reports a SOAP fault from STS (the STS answers an unknown or
 // revoked certificate with a fault; anything else is a transport error).
+// soap.IsSoapFault does not unwrap: call it on the error as returned.
 func isSTSRefusal(err error) bool {
-	return soap.IsSoapFault(err) && !soap.IsVimFault(err)
+	return soap.IsSoapFault(err)
 }
 
 // isRefused reports whether err is a login vCenter refused.

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -195,17 +196,25 @@ type VCenter struct {
 	Model *simulator.Model
 
 	server *simulator.Server
+	ca     *authority
 	guard  *pollGuard
 	front  *front
 	admin  *vim25.Client
 	rest   *rest.Client
 
-	mu       sync.Mutex
-	password string
-	failed   []time.Time
-	logins   int
-	tags     map[[2]string]string // category, tag -> tag ID
-	cats     map[string]string    // category -> ID
+	mu            sync.Mutex
+	password      string
+	failed        []time.Time
+	solutionUsers [][]byte // DER certificates STS issues tokens for
+	tokensIssued  int
+	tokensRefused int
+	recording     bool
+	requests      []Request
+	// sessionManagerKeys are the sessions of started SessionManagers.
+	sessionManagerKeys []string
+	logins             int
+	tags               map[[2]string]string // category, tag -> tag ID
+	cats               map[string]string    // category -> ID
 }
 
 func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFile string) (*VCenter, error) {
@@ -221,7 +230,7 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 	if err := m.Create(); err != nil {
 		return nil, err
 	}
-	v := &VCenter{Spec: spec, Model: m, password: spec.Password, CAFile: caFile,
+	v := &VCenter{Spec: spec, Model: m, password: spec.Password, CAFile: caFile, ca: ca,
 		tags: map[[2]string]string{}, cats: map[string]string{}}
 	m.Map().SessionManager().ValidLogin = v.validLogin
 
@@ -242,8 +251,19 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 		m.Service.ServeMux = http.NewServeMux()
 	}
 	v.guard = newPollGuard(m.Service.ServeSDK)
-	m.Service.ServeMux.Handle("POST /sdk", v.guard)
+	m.Service.ServeMux.Handle("POST /sdk", v.recorded(v.guard))
+	sts := v.recorded(v.stsGuard(m.Service.Listen))
+	for _, p := range stsPaths {
+		m.Service.ServeMux.Handle("POST "+p, sts)
+	}
+	vapi := &lateHandler{}
+	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch, http.MethodPut} {
+		m.Service.ServeMux.Handle(method+" /rest/", v.bridgeREST(vapi))
+	}
 	v.server = m.Service.NewServer()
+	// The vAPI simulator, registered by NewServer for every method at
+	// "/rest/": a method not wrapped above finds it.
+	vapi.next, _ = m.Service.ServeMux.Handler(&http.Request{Method: http.MethodOptions, URL: &url.URL{Path: "/rest/com"}})
 
 	v.front, err = newFront(v.server.URL.Host)
 	if err != nil {
@@ -266,8 +286,11 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 }
 
 func (v *VCenter) validLogin(req *types.Login) bool {
-	if req.UserName == adminUser {
+	switch req.UserName {
+	case adminUser:
 		return req.Password == adminPassword
+	case sessionManagerUser:
+		return req.Password == sessionManagerPassword
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -571,7 +594,23 @@ func (v *VCenter) CountSessions(ctx context.Context) (int, error) {
 	return len(keys), err
 }
 
+// sessionKeys lists the SOAP sessions of the system under test: Spec.User's,
+// and those of solution users and cloned sessions (any user but the
+// helper's administrator).
 func (v *VCenter) sessionKeys(ctx context.Context) ([]string, error) {
+	v.mu.Lock()
+	own := slices.Clone(v.sessionManagerKeys)
+	v.mu.Unlock()
+	keys, err := v.sessionKeysOf(ctx, func(user string) bool { return user != adminUser })
+	return slices.DeleteFunc(keys, func(k string) bool { return slices.Contains(own, k) }), err
+}
+
+// allSessionKeys lists every SOAP session.
+func (v *VCenter) allSessionKeys(ctx context.Context) ([]string, error) {
+	return v.sessionKeysOf(ctx, func(string) bool { return true })
+}
+
+func (v *VCenter) sessionKeysOf(ctx context.Context, match func(user string) bool) ([]string, error) {
 	var sm mo.SessionManager
 	if err := mo.RetrieveProperties(ctx, v.admin, v.admin.ServiceContent.PropertyCollector,
 		*v.admin.ServiceContent.SessionManager, &sm); err != nil {
@@ -579,7 +618,7 @@ func (v *VCenter) sessionKeys(ctx context.Context) ([]string, error) {
 	}
 	var keys []string
 	for _, s := range sm.SessionList {
-		if s.UserName == v.User {
+		if match(s.UserName) {
 			keys = append(keys, s.Key)
 		}
 	}
