@@ -13,8 +13,8 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/credentials"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
