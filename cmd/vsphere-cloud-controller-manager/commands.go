@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -86,7 +87,12 @@ func newConfigCommand(env []string, stdout, stderr io.Writer) *cobra.Command {
 when it is not. The text output is a summary, or every problem with file:line and
 field on stderr; -o json writes one report on stdout in both cases (valid,
 format, errors and warnings with file, line, field and message, and the
-summary), for CI pipelines.`,
+summary), for CI pipelines. Each vCenter's credential mode (password,
+certificate, sharedSession) and source is shown when it can be told here: from the
+inline config, the secrets directory when it exists on this machine, and the Secret
+manifests given with --secret; unusable credentials (a key that is not the
+certificate's, an expired certificate, a private key given as a password) fail the
+validation.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			vo.file = args[0]
@@ -103,9 +109,10 @@ summary), for CI pipelines.`,
 
 // validateOptions are the flags and argument of `config validate`.
 type validateOptions struct {
-	file   string
-	output string
-	noEnv  bool
+	file    string
+	output  string
+	noEnv   bool
+	secrets []string
 
 	env            []string
 	stdout, stderr io.Writer
@@ -114,6 +121,7 @@ type validateOptions struct {
 func (o *validateOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.output, "output", "o", "text", "text or json")
 	f.BoolVar(&o.noEnv, "ignore-env", false, "do not apply the VSPHERE_* / VCENTER_* environment overrides")
+	f.StringArrayVar(&o.secrets, "secret", nil, "a Secret manifest (YAML or JSON, as kubectl prints it) the config names; its credentials are checked and their mode shown (repeatable)")
 }
 
 // Validate checks the flags alone.
@@ -128,7 +136,7 @@ func (o *validateOptions) Validate() error {
 func (o *validateOptions) Run() error {
 	env := envFor(o.noEnv, o.env)
 	if o.output == "json" {
-		valid, err := writeValidationReport(o.stdout, o.file, env)
+		valid, err := writeValidationReport(o.stdout, o.file, env, o.secrets)
 		if err != nil {
 			return err
 		}
@@ -141,7 +149,24 @@ func (o *validateOptions) Run() error {
 	if !ok {
 		return exitError{1}
 	}
-	printSummary(o.stdout, o.file, cfg)
+	src, warnings, err := offlineSources(cfg, o.secrets)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(o.stderr, "warning:", w)
+	}
+	resolved := resolveOffline(cfg, src, time.Now())
+	printSummary(o.stdout, o.file, cfg, resolved)
+	for _, vc := range cfg.VCenters {
+		if r := resolved[vc.Name]; r.Error != "" {
+			fmt.Fprintf(o.stderr, "vcenter %q: credentials: %s\n", vc.Name, r.Error)
+			ok = false
+		}
+	}
+	if !ok {
+		return exitError{1}
+	}
 	return nil
 }
 

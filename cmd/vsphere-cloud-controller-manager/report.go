@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 )
@@ -46,6 +48,9 @@ type vcenterSummary struct {
 	Datacenters       []string `json:"datacenters"`
 	TLS               string   `json:"tls"`
 	CredentialSources []string `json:"credentialSources"`
+	// Credentials is the mode and source the CCM would use, when they can
+	// be told without a cluster.
+	Credentials resolvedCredentials `json:"credentials"`
 }
 
 func diagnostics(ds []config.Diagnostic) []diagnostic {
@@ -59,7 +64,7 @@ func diagnostics(ds []config.Diagnostic) []diagnostic {
 // writeValidationReport validates path and writes the JSON report; it
 // reports whether the config is valid. Errors that are not about the
 // config's content (an unreadable file) are diagnostics too.
-func writeValidationReport(w io.Writer, path string, env []string) (bool, error) {
+func writeValidationReport(w io.Writer, path string, env []string, secretFiles []string) (bool, error) {
 	cfg, warnings, err := config.Load(path, config.Options{Env: env})
 	r := validationReport{File: path, Valid: err == nil, Errors: []diagnostic{}, Warnings: diagnostics(warnings)}
 	if data, rerr := os.ReadFile(path); rerr == nil {
@@ -73,9 +78,23 @@ func writeValidationReport(w io.Writer, path string, env []string) (bool, error)
 			r.Errors = []diagnostic{{File: path, Message: err.Error(), Text: err.Error()}}
 		}
 	} else {
+		src, warnings, err := offlineSources(cfg, secretFiles)
+		if err != nil {
+			return false, err
+		}
+		for _, w := range warnings {
+			r.Warnings = append(r.Warnings, diagnostic{Message: w, Text: w})
+		}
+		resolved := resolveOffline(cfg, src, time.Now())
 		for _, vc := range cfg.VCenters {
+			rc := resolved[vc.Name]
 			r.VCenters = append(r.VCenters, vcenterSummary{Name: vc.Name, Server: vc.Server, Port: vc.Port, Datacenters: vc.Datacenters,
-				TLS: tlsMode(vc), CredentialSources: vc.Credentials.Sources()})
+				TLS: tlsMode(vc), CredentialSources: vc.Credentials.Sources(), Credentials: rc})
+			if rc.Error != "" {
+				r.Valid = false
+				r.Errors = append(r.Errors, diagnostic{Field: fmt.Sprintf("vcenter[%q].credentials", vc.Name), Message: rc.Error,
+					Text: fmt.Sprintf("vcenter %q: credentials: %s", vc.Name, rc.Error)})
+			}
 		}
 		r.Labels, r.HostGroupZones = &cfg.Labels, cfg.HostGroupZones
 		r.LookupOrder, r.Deletion = cfg.Nodes.LookupOrder, cfg.Nodes.Deletion

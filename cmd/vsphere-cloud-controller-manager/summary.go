@@ -11,16 +11,16 @@ import (
 
 // printSummary writes the one-screen view of a valid config: vCenters,
 // datacenters, credential sources and topology categories.
-func printSummary(w io.Writer, path string, cfg *config.Config) {
+func printSummary(w io.Writer, path string, cfg *config.Config, resolved map[string]resolvedCredentials) {
 	fmt.Fprintf(w, "%s: valid, %d vCenter(s)\n\n", path, len(cfg.VCenters))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VCENTER\tSERVER\tDATACENTERS\tTLS\tCREDENTIALS (in order)")
+	fmt.Fprintln(tw, "VCENTER\tSERVER\tDATACENTERS\tTLS\tCREDENTIALS (in order)\tLOGIN")
 	for _, vc := range cfg.VCenters {
 		dcs := strings.Join(vc.Datacenters, ",")
 		if dcs == "" {
 			dcs = "(all)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", vc.Name, vc.Address(), dcs, tlsMode(vc), strings.Join(vc.Credentials.Sources(), ", then "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", vc.Name, vc.Address(), dcs, tlsMode(vc), strings.Join(vc.Credentials.Sources(), ", then "), resolved[vc.Name].describe())
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
@@ -98,4 +98,18 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// describe is the LOGIN column: the mode, who and from where; or why it
+// cannot be told here; or what is wrong.
+func (r resolvedCredentials) describe() string {
+	switch {
+	case r.Error != "":
+		return "UNUSABLE (see below)"
+	case r.Unknown != "":
+		return "unknown here: " + r.Unknown
+	case r.Mode == "":
+		return "none"
+	}
+	return fmt.Sprintf("%s: %s, from %s", r.Mode, r.Identity, r.Source)
 }

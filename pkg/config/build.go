@@ -286,7 +286,7 @@ func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global
 	usesSecret := (cred.Secret != nil || cred.GlobalSecret != nil) && !implicit
 	in := b.inlineFields(p, c, gc, usesSecret)
 	cred.TokenFile = inherit(b, p, "sessionManagerTokenFile", c.SessionManagerTokenFile, gc.SessionManagerTokenFile, "", nonEmpty)
-	cred.Inline = b.inlineCredentials(p, in, cred.TokenFile, len(cred.Sources()) > 0)
+	cred.Inline = b.inlineCredentials(p, in, len(cred.Sources()) > 0)
 	switch {
 	case len(cred.Sources()) > 0 || in.written():
 		// a source, or inline credentials already reported as wrong
@@ -361,7 +361,7 @@ func (b *builder) inlineFields(p string, c, gc *rawConnection, usesSecret bool) 
 // of one mode only, complete. Errors name fields, never values.
 // An incomplete set is an error, or only a warning when other sources
 // exist (the reference reads a user beside a Secret and uses the Secret).
-func (b *builder) inlineCredentials(p string, in inline, tokenFile string, others bool) secret.Credentials {
+func (b *builder) inlineCredentials(p string, in inline, others bool) secret.Credentials {
 	incomplete := b.errorf
 	if others {
 		incomplete = func(path, format string, args ...any) {
@@ -387,7 +387,7 @@ func (b *builder) inlineCredentials(p string, in inline, tokenFile string, other
 			incomplete(p+".sessionManagerToken", "sessionManagerToken is set but sessionManagerURL is not; add the session manager's URL")
 			return nil
 		}
-		s, err := secret.NewSharedSession(in.url, in.token, tokenFile)
+		s, err := secret.NewSharedSession(in.url, in.token, "")
 		if err != nil {
 			b.errorf(p+".sessionManagerURL", "%v", err)
 			return nil

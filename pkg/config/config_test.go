@@ -194,6 +194,42 @@ func TestValidFixtures(t *testing.T) {
 				t.Errorf("regions %q, %q", names.Region, pattern.Region)
 			}
 		}},
+		{"credential-modes.yaml", func(t *testing.T, cfg *Config, warnings []Diagnostic) {
+			want := map[string]string{
+				"explicit-certificate": "certificate CN=k8s-ccm-solution-user,OU=solution users",
+				"certificate-as-user":  "certificate CN=k8s-ccm-solution-user,OU=solution users",
+				"shared":               "session manager https://sm.example.com/session",
+				"shared-with-token":    "session manager http://sm.example.com:18080/session",
+				"password":             "administrator@vsphere.local",
+			}
+			for _, vc := range cfg.VCenters {
+				if vc.Credentials.Inline == nil || vc.Credentials.Inline.Identity() != want[vc.Name] {
+					t.Errorf("%s: inline %v, want %q", vc.Name, vc.Credentials.Sources(), want[vc.Name])
+				}
+				if vc.Credentials.TokenFile != "/var/run/secrets/tokens/vcenter" {
+					t.Errorf("%s: token file %q, want global's", vc.Name, vc.Credentials.TokenFile)
+				}
+			}
+			vc, _ := cfg.VCenter("shared-with-token")
+			if s, ok := vc.Credentials.Inline.(secret.SharedSession); !ok || s.Token.Reveal() != "bearer-token" {
+				t.Errorf("shared-with-token: %#v", vc.Credentials.Inline)
+			}
+			if !slices.ContainsFunc(warnings, func(d Diagnostic) bool {
+				return d.Field == `vcenter["shared-with-token"].sessionManagerURL` && strings.Contains(d.Message, "travel in clear")
+			}) {
+				t.Errorf("no warning for the plain http session manager: %v", warnings)
+			}
+		}},
+		{"credential-modes.conf", func(t *testing.T, cfg *Config, _ []Diagnostic) {
+			user, _ := cfg.VCenter("vc-user.example.com")
+			if c, ok := user.Credentials.Inline.(secret.Certificate); !ok || c.Leaf().Subject.CommonName != "k8s-ccm-solution-user" {
+				t.Errorf("INI certificate as user: %v", user.Credentials.Sources())
+			}
+			shared, _ := cfg.VCenter("vc-shared.example.com")
+			if s, ok := shared.Credentials.Inline.(secret.SharedSession); !ok || s.Token.IsSet() || shared.Credentials.TokenFile != "/var/run/secrets/tokens/vcenter" {
+				t.Errorf("INI shared session: %v, token file %q", shared.Credentials.Sources(), shared.Credentials.TokenFile)
+			}
+		}},
 		{"quoting.conf", func(t *testing.T, cfg *Config, _ []Diagnostic) {
 			vc := cfg.VCenters[0]
 			if inlineUser(vc.Credentials) != `domain\admin` || inlinePassword(vc.Credentials) != `p;a#s"s` {

@@ -178,7 +178,7 @@ func showableKey(e entry) bool {
 		return false
 	}
 	k := normalizeKey(e.key)
-	for _, s := range []string{"pass", "pwd", "secret", "token", "credential"} {
+	for _, s := range []string{"pass", "pwd", "secret", "token", "credential", "private", "key"} {
 		if strings.Contains(k, s) {
 			return false
 		}
@@ -311,7 +311,12 @@ func (d *decoder) decodeLeaf(path, key string, n *node, v reflect.Value) {
 		}
 		return
 	}
-	if r, bad := controlRune(n.value); bad && n.kind == scalarNode {
+	value := n.value
+	if pemKeys[lastElement(path)] {
+		// A PEM certificate or key spans lines.
+		value = strings.NewReplacer("\n", "", "\r", "").Replace(value)
+	}
+	if r, bad := controlRune(value); bad && n.kind == scalarNode {
 		// Never echo the value: it may be a password.
 		d.errorf(n.line, path, key, "the value contains the control character %U; remove it", r)
 		return
@@ -412,6 +417,19 @@ func (d *decoder) list(path, key string, n *node) ([]string, bool) {
 // controlRune returns the first control character of s (tab included:
 // no field may contain one), which a YAML document cannot carry and no
 // vSphere name or credential uses.
+// pemKeys are the keys whose values may be PEM (several lines): a
+// solution user's certificate (user, certificate) and its key (password,
+// privateKey).
+var pemKeys = map[string]bool{"user": true, "password": true, "certificate": true, "privateKey": true, "private-key": true}
+
+// lastElement is the last element of a field path: vcenter["a"].user -> user.
+func lastElement(path string) string {
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
 func controlRune(s string) (rune, bool) {
 	for _, r := range s {
 		if unicode.IsControl(r) {

@@ -158,8 +158,8 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			st := vc.StaticTopology
 			y.StaticTopology = &st
 		}
-		f.VCenter[vc.Name] = y
 		y.SessionManagerTokenFile = vc.Credentials.TokenFile
+		f.VCenter[vc.Name] = y
 		if vc.Credentials.Inline != nil {
 			moved = append(moved, InlineCredential{VCenter: vc.Name, Server: vc.Server, Credentials: vc.Credentials.Inline})
 		}

@@ -2,6 +2,8 @@ package credentials
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -26,13 +28,7 @@ func password(c secret.Credentials) string {
 }
 
 func TestParseData(t *testing.T) {
-	tests := []struct {
-		name     string
-		data     map[string]string
-		want     Set
-		warnings []string // substrings, one per warning
-		errs     []string // substrings that must appear in the error
-	}{
+	tests := []dataCase{
 		{
 			name: "dotted keys for several servers",
 			data: map[string]string{
@@ -71,6 +67,7 @@ func TestParseData(t *testing.T) {
 			errs: []string{`"vc.username": empty username`, `"server_1": empty server name`},
 		},
 	}
+	tests = append(tests, modeCases(t)...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			data := map[string][]byte{}
@@ -108,9 +105,106 @@ func TestParseData(t *testing.T) {
 	}
 }
 
+type dataCase struct {
+	name     string
+	data     map[string]string
+	want     Set
+	warnings []string // substrings, one per warning
+	errs     []string // substrings that must appear in the error
+}
+
+func testdata(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "secret", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// modeCases: the reference CCM's keys for shared sessions and its rule for
+// certificates.
+func modeCases(t testing.TB) []dataCase {
+	cert, key, other := testdata(t, "solution-user.crt"), testdata(t, "solution-user.key"), testdata(t, "other.key")
+	// Values are read without their final line break, as the reference reads them.
+	c, err := secret.NewCertificate(strings.TrimRight(cert, "\n"), secret.New(strings.TrimRight(key, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := func(url, token string) secret.Credentials {
+		s, err := secret.NewSharedSession(url, secret.New(token), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	return []dataCase{
+		{
+			name: "a shared session alone (no username, no password)",
+			data: map[string]string{"vc1.vc-session-manager-url": "https://sm.example.com/session\n", "vc1.vc-session-manager-token": "tok\n"},
+			want: Set{"vc1": shared("https://sm.example.com/session", "tok")},
+		},
+		{
+			name: "a shared session without token (the service-account token is sent)",
+			data: map[string]string{"vc1.vc-session-manager-url": "https://sm.example.com/session"},
+			want: Set{"vc1": shared("https://sm.example.com/session", "")},
+		},
+		{
+			name:     "a shared session wins over username and password, as in the reference",
+			data:     map[string]string{"vc1.vc-session-manager-url": "https://sm.example.com/session", "vc1.username": "u", "vc1.password": "p"},
+			want:     Set{"vc1": shared("https://sm.example.com/session", "")},
+			warnings: []string{"its username and password are not used"},
+		},
+		{
+			name:     "a plain http session manager works, with a warning",
+			data:     map[string]string{"vc1.vc-session-manager-url": "http://sm.example.com:18080/session", "vc1.vc-session-manager-token": "tok"},
+			want:     Set{"vc1": shared("http://sm.example.com:18080/session", "tok")},
+			warnings: []string{"travel in clear"},
+		},
+		{
+			name: "a token without URL",
+			data: map[string]string{"vc1.vc-session-manager-token": "tok-S3cret"},
+			want: Set{},
+			errs: []string{`key "vc1.vc-session-manager-token" has no matching vc1.vc-session-manager-url key`},
+		},
+		{
+			name: "a URL that is not http(s)",
+			data: map[string]string{"vc1.vc-session-manager-url": "sm.example.com/session"},
+			want: Set{},
+			errs: []string{`key "vc1.vc-session-manager-url": invalid session manager URL`},
+		},
+		{
+			name: "a certificate as username and its key as password",
+			data: map[string]string{"vc1.username": cert, "vc1.password": key},
+			want: Set{"vc1": c},
+		},
+		{
+			name: "a certificate with the key of another",
+			data: map[string]string{"vc1.username": cert, "vc1.password": other},
+			want: Set{},
+			errs: []string{`server "vc1", keys "vc1.username" and "vc1.password"`, "does not match"},
+		},
+		{
+			name: "a private key as the password of a user: refused, never sent",
+			data: map[string]string{"vc1.username": "admin@vsphere.local", "vc1.password": key, "vc2.username": "u", "vc2.password": "p"},
+			want: Set{"vc2": creds("u", "p")},
+			errs: []string{`server "vc1", keys "vc1.username" and "vc1.password": a PEM private key is given as a password`},
+		},
+		{
+			name: "IPv6-safe keys with a certificate",
+			data: map[string]string{"server_1": "fd00::1", "username_1": cert, "password_1": key},
+			want: Set{"fd00::1": c},
+		},
+	}
+}
+
 func FuzzParseData(f *testing.F) {
 	f.Add("vc.username", "u", "vc.password", "p")
 	f.Add("server_1", "fd00::1", "username_1", "u")
+	f.Add("vc.vc-session-manager-url", "https://sm/s?t=Tok3n-in-query", "vc.vc-session-manager-token", "Bear3r-t0ken")
+	f.Add("vc.username", testdata(f, "solution-user.crt"), "vc.password", testdata(f, "other.key"))
+	f.Add("vc.username", "admin", "vc.password", testdata(f, "solution-user.key"))
+	f.Add("vc.username", testdata(f, "solution-user.key"), "vc.password", testdata(f, "solution-user.crt"))
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		set, warnings, err := ParseData(map[string][]byte{k1: []byte(v1), k2: []byte(v2)})
 		for server, c := range set {
@@ -123,7 +217,15 @@ func FuzzParseData(f *testing.F) {
 		text := fmt.Sprint(err, warnings)
 		for _, kv := range [][2]string{{k1, v1}, {k2, v2}} {
 			k, v := kv[0], strings.TrimRight(kv[1], "\r\n")
-			isPassword := strings.HasSuffix(k, ".password") || strings.HasPrefix(k, "password_")
+			isPassword := strings.HasSuffix(k, ".password") || strings.HasPrefix(k, "password_") || strings.HasSuffix(k, ".vc-session-manager-token")
+			// A private key given under any key: none of its lines is printed.
+			if strings.Contains(v, "PRIVATE KEY") {
+				for _, l := range strings.Split(v, "\n") {
+					if len(l) >= 16 && !strings.HasPrefix(l, "-----") && !strings.Contains(k1+k2, l) && strings.Contains(text, l) {
+						t.Fatalf("output reveals a line of the private key under %q: %s", k, text)
+					}
+				}
+			}
 			if !isPassword || len(v) < 6 || strings.Contains(k1+k2, v) || strings.Contains(v1+v2, v+v) {
 				continue
 			}

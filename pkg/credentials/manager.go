@@ -238,12 +238,37 @@ func (m *Manager) Changed() <-chan struct{} {
 }
 
 // Get returns the credentials for vc from the first source, in precedence
-// order, that has them, and names that source. The error wraps
+// order, that has them, and names that source (see Resolve).
+func (m *Manager) Get(vc config.VCenter) (secret.Credentials, string, error) {
+	return m.get(vc)
+}
+
+func (m *Manager) get(vc config.VCenter) (secret.Credentials, string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return Resolve(vc, Sources{Secrets: m.secrets, Directory: m.dir, Pending: func(ref config.SecretRef) bool {
+		read := m.read[ref]
+		return read != nil && !read()
+	}})
+}
+
+// Sources is what the credential sources hold now.
+type Sources struct {
+	// Secrets is the entries of each Secret read.
+	Secrets map[config.SecretRef]Set
+	// Directory is the entries of the secrets directory.
+	Directory Set
+	// Pending reports a Secret not read yet (nil: every Secret is read).
+	Pending func(config.SecretRef) bool
+}
+
+// Resolve returns the credentials of vc from the first source, in
+// precedence order, that has them, and names that source. The error wraps
 // ErrNoCredentials and lists each source consulted. A shared session
 // without a token of its own reads the token file of vc's config (by
 // default the Pod's service-account token) at every login.
-func (m *Manager) Get(vc config.VCenter) (secret.Credentials, string, error) {
-	creds, source, err := m.get(vc)
+func Resolve(vc config.VCenter, src Sources) (secret.Credentials, string, error) {
+	creds, source, err := resolve(vc, src)
 	if s, ok := creds.(secret.SharedSession); ok && !s.Token.IsSet() && s.TokenFile == "" {
 		s.TokenFile = cmp.Or(vc.Credentials.TokenFile, config.DefaultSessionManagerTokenFile)
 		creds = s
@@ -251,26 +276,24 @@ func (m *Manager) Get(vc config.VCenter) (secret.Credentials, string, error) {
 	return creds, source, err
 }
 
-func (m *Manager) get(vc config.VCenter) (secret.Credentials, string, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+func resolve(vc config.VCenter, src Sources) (secret.Credentials, string, error) {
 	var tried []string
 	c := vc.Credentials
 	for _, ref := range []*config.SecretRef{c.Secret, c.GlobalSecret} {
 		if ref == nil {
 			continue
 		}
-		if cr, ok := m.secrets[*ref][vc.Server]; ok {
+		if cr, ok := src.Secrets[*ref][vc.Server]; ok {
 			return cr, "Secret " + ref.String(), nil
 		}
-		if read := m.read[*ref]; read != nil && !read() {
+		if src.Pending != nil && src.Pending(*ref) {
 			tried = append(tried, fmt.Sprintf("Secret %s not read yet", ref))
 			continue
 		}
 		tried = append(tried, fmt.Sprintf("Secret %s has no usable %s.username/%s.password, %s.vc-session-manager-url (or server_<id> entry)", ref, vc.Server, vc.Server, vc.Server))
 	}
 	if c.SecretsDirectory != "" {
-		if cr, ok := m.dir[vc.Server]; ok {
+		if cr, ok := src.Directory[vc.Server]; ok {
 			return cr, "secrets directory " + c.SecretsDirectory, nil
 		}
 		tried = append(tried, fmt.Sprintf("secrets directory %s has no usable %s.username/%s.password or %s.vc-session-manager-url", c.SecretsDirectory, vc.Server, vc.Server, vc.Server))

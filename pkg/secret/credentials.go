@@ -209,7 +209,11 @@ var (
 // would reach vCenter in clear text. Errors never contain the values.
 func FromUserPassword(user string, password Value) (Credentials, error) {
 	if b, _ := pem.Decode([]byte(user)); b != nil {
-		return NewCertificate(user, password)
+		c, err := NewCertificate(user, password)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	if IsPrivateKeyPEM(password.Reveal()) {
 		return nil, fmt.Errorf("%w for a username that is not a PEM certificate; for a solution user, give its PEM certificate as the username; otherwise give the password", ErrPrivateKeyAsPassword)
