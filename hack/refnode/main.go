@@ -84,6 +84,7 @@ func main() {
 	timeout := flag.Duration("timeout", 2*time.Minute, "per query")
 	guestOS := flag.Bool("guest-os-table", false, "print the reference's guestId -> short OS table (JSON) and exit")
 	guestOSGo := flag.Bool("guest-os-go", false, "print the table as the CCM's Go source (pkg/provider/guestos.go) and exit")
+	creds := flag.Bool("credentials", false, "read credential queries (CredentialQuery) instead of Nodes: the reference's credential manager and vCenter connection")
 	flag.Parse()
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
@@ -100,6 +101,13 @@ func main() {
 	}
 	if *guestOS {
 		if err := json.NewEncoder(os.Stdout).Encode(vsphere.GuestOSLookup); err != nil {
+			fmt.Fprintln(os.Stderr, "refnode:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *creds {
+		if err := runCredentials(*timeout, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "refnode:", err)
 			os.Exit(1)
 		}
