@@ -96,7 +96,8 @@ func TestChart(t *testing.T) {
 		case *corev1.Secret:
 			sawSecret = true
 			set, warnings, err := parseSecret(o)
-			if err != nil || len(warnings) > 0 || len(set) != 2 || set["fd00:10::20"].Identity() != "ccm-b@vsphere.local" {
+			if err != nil || len(warnings) > 0 || len(set) != 3 || set["fd00:10::20"].Identity() != "ccm-b@vsphere.local" ||
+				set["vc-d.example.com"] == nil || set["vc-d.example.com"].Identity() != "session manager https://sessions.example.com/vc-d" {
 				t.Errorf("chart Secret: %v, warnings %v, err %v", set, warnings, err)
 			}
 		case *rbacv1.Role:
@@ -114,7 +115,7 @@ func TestChart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the rendered cloud-config does not validate:\n%s\n%v", cfgText, err)
 	}
-	if len(cfg.VCenters) != 3 || cfg.Labels.Zone != "k8s-zone" || len(cfg.Nodes.InternalSubnets) != 2 {
+	if len(cfg.VCenters) != 4 || cfg.Labels.Zone != "k8s-zone" || len(cfg.Nodes.InternalSubnets) != 2 {
 		t.Errorf("rendered config: %s", cfg)
 	}
 	for _, vc := range cfg.VCenters {
