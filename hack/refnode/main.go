@@ -227,5 +227,6 @@ func writeGuestOSGo(w io.Writer) {
 	fmt.Fprintln(w, "}")
 }
 
-// refVersion is the reference's version, as go.mod requires it.
-const refVersion = "v1.36.0"
+// refVersion is the reference's source: go.mod's v1.36.0 with the files
+// of head/ in place of theirs (go build -overlay; see head/README.md).
+const refVersion = "master at 60f6c5dfe164 (v1.36.0 with head/ overlaid)"

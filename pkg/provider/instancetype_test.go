@@ -25,7 +25,8 @@ func TestInstanceType(t *testing.T) {
 		{"ubuntu64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-ubuntu"},
 		{"vmwarePhoton64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-photon"},
 		{"rhel7_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-rhel7"},
-		{"rhel9_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-unknown"},
+		{"rhel9_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-rhel9"}, // the reference added rhel8/9/10 in 58ab86d (v1.37)
+		{"rhel10_64Guest", 8192, "vsphere-vm.cpu-4.mem-8gb.os-rhel10"},
 		{"windows9Server64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-win10server"},
 		{"debian12_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-unknown"},
 		{"darwin16_64Guest", 16384, "vsphere-vm.cpu-4.mem-16gb.os-darwin"},

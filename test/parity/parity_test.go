@@ -217,7 +217,7 @@ func checkGuestOSTable(t *testing.T, ref string) {
 		t.Fatal(err)
 	}
 	if string(out) != string(ours) {
-		t.Errorf("pkg/provider/guestos.go is not the reference's table: regenerate it with\n  cd hack/refnode && go run . -guest-os-go > ../../pkg/provider/guestos.go")
+		t.Errorf("pkg/provider/guestos.go is not the reference's table: regenerate it with\n  %s -guest-os-go > pkg/provider/guestos.go", ref)
 	}
 }
 

@@ -67,13 +67,87 @@ type Metadata struct {
 // Build builds a main package of hack/refnode's module ("." for refnode,
 // or the reference CCM's k8s.io/cloud-provider-vsphere/cmd/...) into dir;
 // root is the repository's root.
+//
+// refnode itself (".") is built from the reference's newest source: a copy
+// of its v1.36.0 module with the files of hack/refnode/head in place of
+// theirs (see its README), through a replace in a go.mod of its own (-modfile).
 func Build(ctx context.Context, root, pkg, dir, name string) (string, error) {
-	return build(ctx, filepath.Join(root, "hack", "refnode"), pkg, dir, name)
+	module := filepath.Join(root, "hack", "refnode")
+	var args []string
+	if pkg == "." {
+		modfile, err := HeadModfile(ctx, module, dir)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, "-modfile", modfile)
+	}
+	return build(ctx, module, pkg, dir, name, args...)
 }
 
-func build(ctx context.Context, module, pkg, dir, name string) (string, error) {
+// HeadModfile copies the reference's v1.36.0 module into dir, puts the
+// reference's newest files (hack/refnode/head/<path>.txt) in place of its
+// own, and writes a go.mod (and go.sum) of hack/refnode that replaces the
+// module with that copy. It returns the go.mod's path, for go build
+// -modfile.
+func HeadModfile(ctx context.Context, module, dir string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "k8s.io/cloud-provider-vsphere")
+	cmd.Dir = module
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locate the reference module: %w", err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("locate the reference module: %v (%s)", err, out)
+	}
+	tree := filepath.Join(dir, "cloud-provider-vsphere-head")
+	if err := os.CopyFS(tree, os.DirFS(mod.Dir)); err != nil {
+		return "", fmt.Errorf("copy the reference module: %w", err)
+	}
+	head := filepath.Join(module, "head")
+	err = filepath.WalkDir(head, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go.txt") {
+			return err
+		}
+		rel, _ := filepath.Rel(head, strings.TrimSuffix(path, ".txt"))
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(tree, rel)
+		_ = os.Chmod(dst, 0o644)
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		return "", err
+	}
+	gomod, err := os.ReadFile(filepath.Join(module, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	gosum, err := os.ReadFile(filepath.Join(module, "go.sum"))
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(tree)
+	if err != nil {
+		return "", err
+	}
+	gomod = append(gomod, fmt.Sprintf("\nreplace k8s.io/cloud-provider-vsphere => %s\n", abs)...)
+	path := filepath.Join(dir, "refnode-head.mod")
+	if err := os.WriteFile(strings.TrimSuffix(path, ".mod")+".sum", gosum, 0o600); err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, gomod, 0o600)
+}
+
+func build(ctx context.Context, module, pkg, dir, name string, args ...string) (string, error) {
 	bin := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, args...), "-o", abs, pkg)...)
 	cmd.Dir = module
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
 	if out, err := cmd.CombinedOutput(); err != nil {
