@@ -108,7 +108,7 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		md, err := p.Preview(ctx, n)
-		r.Differences = append(r.Differences, preflight.Compare(n, md, err)...)
+		r.Differences = append(r.Differences, preflight.Compare(n, md, err, provider.PlacementLabelKeys(cfg.Labels.Placement))...)
 	}
 	r.Blocking = preflight.Blocks(r.Differences)
 	if o.output == "json" {

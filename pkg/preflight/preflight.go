@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -57,7 +58,10 @@ var labelPairs = []struct {
 
 // Compare lists how md, what this CCM would set, differs from what node
 // carries. err is the lookup's error, if the Node could not be matched.
-func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error) []Difference {
+// kept names the labels of md.AdditionalLabels that the controllers keep
+// current on initialized Nodes too (labels.placement); the others are set
+// only when a Node is initialized.
+func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error, kept []string) []Difference {
 	if err != nil {
 		return []Difference{{Node: node.Name, Field: "vm", Current: node.Spec.ProviderID, Impact: Blocking,
 			Why: fmt.Sprintf("no VM found for this Node, so it would not be initialized or updated (it is never deleted without proof): %v", err)}}
@@ -85,6 +89,23 @@ func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error) []Dif
 			case !ok && would != "" && node.Spec.ProviderID != "":
 				add(p.field+" ("+l+")", "", would, Note, "the framework labels a Node only when it initializes it: this initialized Node stays without the label, new Nodes get it")
 			}
+		}
+	}
+	keys := slices.Sorted(maps.Keys(md.AdditionalLabels))
+	for _, k := range keys {
+		would := md.AdditionalLabels[k]
+		cur, ok := node.Labels[k]
+		switch {
+		case node.Spec.ProviderID == "" || (ok && cur == would):
+		case slices.Contains(kept, k):
+			add("label "+k, cur, would, Changes,
+				"a placement label (labels.placement): the node-topology controller sets it on initialized Nodes too, within seconds of the switch, and keeps it current")
+		case ok:
+			add("label "+k, cur, would, Note,
+				"added only when a Node is initialized: this Node keeps its value, new Nodes get this one")
+		default:
+			add("label "+k, "", would, Note,
+				"added only when a Node is initialized: this Node stays without it, new Nodes get it")
 		}
 	}
 	if cur, would := addresses(node.Status.Addresses), addresses(md.NodeAddresses); node.Spec.ProviderID != "" && cur != would {

@@ -52,7 +52,8 @@ func TestCompare(t *testing.T) {
 		err    error
 		fields []string // fields of the differences, in order
 		blocks bool
-		impact Impact // of the addresses difference, if any
+		impact Impact            // of the addresses difference, if any
+		labels map[string]Impact // of the label differences
 	}{
 		{name: "same", node: referenceNode(nil), md: metadata(nil)},
 		{name: "providerID case only", node: referenceNode(func(n *v1.Node) { n.Spec.ProviderID = "vsphere://4211A1B2-0000-4000-8000-000000000001" }),
@@ -92,11 +93,20 @@ func TestCompare(t *testing.T) {
 			m.NodeAddresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: "worker-1"},
 				{Type: v1.NodeInternalIP, Address: "fd00::5"}, {Type: v1.NodeInternalIP, Address: "10.0.0.5"}}
 		}), fields: []string{"addresses"}, impact: Changes},
-		{name: "not initialized yet", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, md: metadata(nil)},
+		{name: "labels this CCM adds", node: referenceNode(func(n *v1.Node) { n.Labels["vsphere.vsphere-ccm.io/datacenter"] = "dc-1" }),
+			md: metadata(func(m *cloudprovider.InstanceMetadata) {
+				m.AdditionalLabels = map[string]string{"vsphere.vsphere-ccm.io/vcenter": "vc-a", "vsphere.vsphere-ccm.io/datacenter": "dc-1",
+					"vsphere.vsphere-ccm.io/host": "esx-1", "example.com/rack": "r7"}
+			}),
+			fields: []string{"label example.com/rack", "label vsphere.vsphere-ccm.io/host", "label vsphere.vsphere-ccm.io/vcenter"},
+			labels: map[string]Impact{"label example.com/rack": Note, "label vsphere.vsphere-ccm.io/host": Changes, "label vsphere.vsphere-ccm.io/vcenter": Note}},
+		{name: "not initialized yet", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, md: metadata(func(m *cloudprovider.InstanceMetadata) {
+			m.AdditionalLabels = map[string]string{"vsphere.vsphere-ccm.io/host": "esx-1"}
+		})},
 		{name: "no VM", node: referenceNode(nil), err: errors.New("not found"), fields: []string{"vm"}, blocks: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ds := Compare(tc.node, tc.md, tc.err)
+			ds := Compare(tc.node, tc.md, tc.err, []string{"vsphere.vsphere-ccm.io/host"})
 			var fields []string
 			for _, d := range ds {
 				fields = append(fields, d.Field)
@@ -110,6 +120,9 @@ func TestCompare(t *testing.T) {
 			for _, d := range ds {
 				if d.Field == "addresses" && d.Impact != tc.impact {
 					t.Errorf("addresses difference %+v: impact %s, want %s", d, d.Impact, tc.impact)
+				}
+				if want, ok := tc.labels[d.Field]; ok && d.Impact != want {
+					t.Errorf("%s: impact %s, want %s", d.Field, d.Impact, want)
 				}
 			}
 			if Blocks(ds) != tc.blocks {

@@ -27,6 +27,16 @@ var placementKeys = map[config.PlacementLabel]string{
 	config.PlacementDatacenter: LabelDatacenter, config.PlacementVCenter: LabelVCenter,
 }
 
+// PlacementLabelKeys are the Node label keys of the configured placement
+// labels: the node-topology controller keeps them current on every Node.
+func PlacementLabelKeys(want []config.PlacementLabel) []string {
+	out := make([]string, 0, len(want))
+	for _, p := range want {
+		out = append(out, placementKeys[p])
+	}
+	return out
+}
+
 // placementOf returns the configured placement labels of vm, sanitized
 // (LabelValue); a label whose value is unknown or empty (a VM in no host
 // group) maps to "", meaning the label is absent.

@@ -77,10 +77,15 @@ type preflightReport struct {
 // TestMigrationPreflight: Nodes labelled as the reference labels them are
 // compared with what this CCM would set, against the real API server and
 // the simulated vCenters; a zone that would change blocks the switch
-// (exit 3), and once the labels agree nothing does (exit 0). Nothing is
-// written to the Nodes.
+// (exit 3), and once the labels agree nothing does (exit 0). Every other
+// difference is shown with its impact: addresses the status pass rewrites,
+// an instance type, the labels this CCM adds (the vCenter and datacenter
+// labels at initialization, the placement labels of labels.placement kept
+// current on every Node). Nothing is written to the Nodes.
 func TestMigrationPreflight(t *testing.T) {
 	h := setup(t)
+	h.labelsTail = "  placement: [host]\n"
+	h.writeConfig(nil)
 	vms := h.fleet.VCenter("vc-a").VMs[:2]
 	vms = append(vms, h.fleet.VCenter("vc-b").VMs[0])
 	for _, vm := range vms[:2] {
@@ -88,6 +93,20 @@ func TestMigrationPreflight(t *testing.T) {
 	}
 	moved := vms[2]
 	h.referenceNode(t, moved, "zone-old", "region-"+moved.Datacenter)
+	// One Node whose address and instance type the reference computed
+	// from an older state of its VM.
+	stale := vms[1]
+	n, err := h.node(stale.Name)
+	must.OK(t, err)
+	n.Labels[v1.LabelInstanceTypeStable] = "vsphere-vm.cpu-2.mem-4gb.os-other"
+	_, err = h.kube.CoreV1().Nodes().Update(h.ctx, n, metav1.UpdateOptions{})
+	must.OK(t, err)
+	n, err = h.node(stale.Name)
+	must.OK(t, err)
+	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: stale.Name},
+		{Type: v1.NodeInternalIP, Address: "192.0.2.99"}, {Type: v1.NodeExternalIP, Address: "192.0.2.99"}}
+	_, err = h.kube.CoreV1().Nodes().UpdateStatus(h.ctx, n, metav1.UpdateOptions{})
+	must.OK(t, err)
 	before, err := h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
 	must.OK(t, err)
 
@@ -95,19 +114,36 @@ func TestMigrationPreflight(t *testing.T) {
 	if code != 3 || !r.Blocking || r.Nodes != 3 {
 		t.Fatalf("exit %d, report %+v\n%s", code, r, stderr)
 	}
-	var fields []string
+	got := map[string]preflight.Difference{} // node + field
+	var blocking []string
 	for _, d := range r.Differences {
-		if d.Node != moved.Name {
-			t.Errorf("difference on a Node that agrees: %+v", d)
-			continue
-		}
-		fields = append(fields, d.Field)
-		if d.Impact != preflight.Blocking || d.Current != "zone-old" || d.Would != "zone-"+moved.Cluster {
-			t.Errorf("difference %+v", d)
+		got[d.Node+" "+d.Field] = d
+		if d.Impact == preflight.Blocking {
+			blocking = append(blocking, d.Node+" "+d.Field)
+			if d.Node != moved.Name || d.Current != "zone-old" || d.Would != "zone-"+moved.Cluster {
+				t.Errorf("blocking difference %+v", d)
+			}
 		}
 	}
-	if strings.Join(fields, ",") != "zone (topology.kubernetes.io/zone),zone (failure-domain.beta.kubernetes.io/zone)" {
-		t.Errorf("fields %v", fields)
+	if strings.Join(blocking, ",") != moved.Name+" zone (topology.kubernetes.io/zone),"+moved.Name+" zone (failure-domain.beta.kubernetes.io/zone)" {
+		t.Errorf("blocking %v", blocking)
+	}
+	for _, vm := range vms {
+		for field, want := range map[string]preflight.Difference{
+			"label vsphere.vsphere-ccm.io/vcenter":    {Would: vm.VCenter, Impact: preflight.Note},
+			"label vsphere.vsphere-ccm.io/datacenter": {Would: vm.Datacenter, Impact: preflight.Note},
+			"label vsphere.vsphere-ccm.io/host":       {Would: vm.Host, Impact: preflight.Changes},
+		} {
+			if d := got[vm.Name+" "+field]; d.Would != want.Would || d.Impact != want.Impact || d.Current != "" {
+				t.Errorf("%s %s: %+v, want %s %q", vm.Name, field, d, want.Impact, want.Would)
+			}
+		}
+	}
+	if d := got[stale.Name+" addresses"]; d.Impact != preflight.Changes || !strings.Contains(d.Current, "InternalIP=192.0.2.99") || !strings.Contains(d.Would, "InternalIP="+stale.IPv4) {
+		t.Errorf("stale addresses: %+v", d)
+	}
+	if d := got[stale.Name+" instanceType (node.kubernetes.io/instance-type)"]; d.Impact != preflight.Note || d.Would != referenceInstanceType {
+		t.Errorf("stale instance type: %+v", d)
 	}
 	after, err := h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
 	must.OK(t, err)
@@ -118,7 +154,7 @@ func TestMigrationPreflight(t *testing.T) {
 	}
 
 	// The operator aligns the zone: nothing blocks; instance types are notes.
-	n, err := h.node(moved.Name)
+	n, err = h.node(moved.Name)
 	must.OK(t, err)
 	n.Labels[v1.LabelTopologyZone] = "zone-" + moved.Cluster
 	n.Labels[v1.LabelFailureDomainBetaZone] = "zone-" + moved.Cluster
