@@ -108,3 +108,32 @@ func TestCustomAttributes(t *testing.T) {
 		t.Errorf("invalid attribute value: %v", err)
 	}
 }
+
+// TestInstanceTypeTagBeatsAttribute: with both labels.instanceType and
+// labels.instanceTypeAttribute, a tag wins over the custom attribute (as
+// docs/configuration.md says); the attribute counts only for a VM without
+// the tag, and the generated type only for a VM with neither.
+func TestInstanceTypeTagBeatsAttribute(t *testing.T) {
+	var both, attrOnly, neither vcsim.VM
+	e := stretchedWith(t, "", "labels:\n  zone: k8s-zone\n  region: k8s-region\n  instanceType: k8s-instance-type\n  instanceTypeAttribute: instance-type\n",
+		nil, provider.Options{},
+		func(ctx context.Context, f *vcsim.Fleet) {
+			b := f.VCenter("vc-b")
+			both, attrOnly, neither = b.VMs[0], b.VMs[1], f.VCenter("vc-c").VMs[0]
+			must.OK(t, b.Tag(ctx, "k8s-instance-type", "from-tag", both.Ref))
+			must.OK(t, b.SetAttribute(ctx, both.Ref, "instance-type", "from-attribute"))
+			must.OK(t, b.SetAttribute(ctx, attrOnly.Ref, "instance-type", "attribute-only"))
+		})
+	for vm, want := range map[vcsim.VM]string{both: "from-tag", attrOnly: "attribute-only"} {
+		md, err := e.p.InstanceMetadata(e.ctx, node(vm))
+		must.OK(t, err)
+		if md.InstanceType != want {
+			t.Errorf("%s: instance type %q, want %q", vm.Name, md.InstanceType, want)
+		}
+	}
+	md, err := e.p.InstanceMetadata(e.ctx, node(neither))
+	must.OK(t, err)
+	if !strings.HasPrefix(md.InstanceType, "vsphere-vm.") {
+		t.Errorf("%s: instance type %q, want the generated one", neither.Name, md.InstanceType)
+	}
+}
