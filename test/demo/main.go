@@ -92,6 +92,20 @@ func run(ctx context.Context, ccm string, oneshot bool, out io.Writer) error {
 	if err := stretch(ctx, fleet.VCenter("vc-metro")); err != nil {
 		return err
 	}
+	// Nodes as real clusters have them: 4 to 8 CPUs, 16 to 32 GiB, Linux.
+	hardware := map[string]struct {
+		cpus  int32
+		memMB int64
+		guest string
+	}{"vc-east": {4, 16384, "ubuntu64Guest"}, "vc-west": {4, 16384, "rhel9_64Guest"}, "vc-metro": {8, 32768, "ubuntu64Guest"}}
+	for _, v := range fleet.VCenters {
+		hw := hardware[v.Name]
+		for _, vm := range v.VMs {
+			if err := v.SetHardware(ctx, vm.Ref, hw.cpus, hw.memMB, hw.guest); err != nil {
+				return err
+			}
+		}
+	}
 	zones := map[string]string{"vc-east-dc-east-c0": "east-1", "vc-east-dc-east-c1": "east-2", "vc-west-dc-west-c0": "west-1"}
 	for _, v := range fleet.VCenters[:2] {
 		region := strings.TrimPrefix(v.Name, "vc-")
@@ -180,7 +194,7 @@ func printNodes(ctx context.Context, kube kubernetes.Interface, out io.Writer) e
 	}
 	step(out, "nodes as the CCM initialized them")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tPROVIDER-ID\tZONE\tREGION\tINTERNAL-IP\tVCENTER")
+	fmt.Fprintln(tw, "NODE\tPROVIDER-ID\tZONE\tREGION\tINTERNAL-IP\tINSTANCE-TYPE\tVCENTER")
 	for _, n := range list.Items {
 		ip := ""
 		for _, a := range n.Status.Addresses {
@@ -188,8 +202,8 @@ func printNodes(ctx context.Context, kube kubernetes.Interface, out io.Writer) e
 				ip = a.Address
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels["topology.kubernetes.io/zone"],
-			n.Labels["topology.kubernetes.io/region"], ip, n.Labels[provider.LabelVCenter])
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels["topology.kubernetes.io/zone"],
+			n.Labels["topology.kubernetes.io/region"], ip, n.Labels[v1.LabelInstanceTypeStable], n.Labels[provider.LabelVCenter])
 	}
 	fmt.Fprintln(tw)
 	return tw.Flush()

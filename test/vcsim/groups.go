@@ -119,3 +119,15 @@ func (v *VCenter) OtherHost(vm VM) (types.ManagedObjectReference, bool) {
 	}
 	return types.ManagedObjectReference{}, false
 }
+
+// SetHardware gives a VM CPUs, memory and a guest OS, as an administrator
+// would (ReconfigVM_Task): the simulator's VMs have 1 CPU, 32 MB and no
+// guest OS, which no real node has.
+func (v *VCenter) SetHardware(ctx context.Context, vm types.ManagedObjectReference, cpus int32, memoryMB int64, guestID string) error {
+	task, err := object.NewVirtualMachine(v.admin, vm).Reconfigure(ctx,
+		types.VirtualMachineConfigSpec{NumCPUs: cpus, MemoryMB: memoryMB, GuestId: guestID})
+	if err != nil {
+		return err
+	}
+	return task.Wait(ctx)
+}
