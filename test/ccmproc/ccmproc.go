@@ -35,6 +35,12 @@ type Process struct {
 // the cloud config (a path, or a whole flag for the zero-cost CCM), and
 // set overriding or adding flags ("--v": "1").
 func Start(cp *controlplane.ControlPlane, binary, configArg, logPath string, set map[string]string) (*Process, error) {
+	return StartEnv(cp, binary, configArg, logPath, set, nil)
+}
+
+// StartEnv is Start with env (KEY=VALUE) added to the process's
+// environment.
+func StartEnv(cp *controlplane.ControlPlane, binary, configArg, logPath string, set map[string]string, env []string) (*Process, error) {
 	args, err := cp.CCMArgs("")
 	if err != nil {
 		return nil, err
@@ -67,6 +73,9 @@ func Start(cp *controlplane.ControlPlane, binary, configArg, logPath string, set
 		return nil, err
 	}
 	p.cmd = exec.Command(binary, args...)
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {

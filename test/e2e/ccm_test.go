@@ -35,7 +35,7 @@ func (h *harness) startCCM(extra ...string) *ccm {
 	for _, f := range []string{"--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig"} {
 		set[f] = h.ccmKubeconfig
 	}
-	p, err := ccmproc.Start(h.cp, h.binary, h.cfgPath, logPath, set)
+	p, err := ccmproc.StartEnv(h.cp, h.binary, h.cfgPath, logPath, set, h.ccmEnv)
 	must.OK(h.t, err)
 	c := &ccm{Process: p}
 	t := h.t

@@ -90,6 +90,8 @@ type harness struct {
 	// ccmKubeconfig authenticates as the shipped ServiceAccount.
 	ccmKubeconfig string
 	ccms          int // CCM processes started so far
+	// ccmEnv is added to the CCM's environment (KEY=VALUE).
+	ccmEnv []string
 	// configTail is appended to the cloud config (top-level sections).
 	configTail string
 	// labelsTail is appended to its labels section (indented keys).

@@ -134,6 +134,39 @@ func TestDestroyedVM(t *testing.T) {
 	})
 }
 
+// TestSkipNodeDeletion: with SKIP_NODE_DELETION set (as the reference reads
+// it), the binary keeps the Node of a destroyed VM: the lifecycle
+// controller asks about it again and again, and it stays.
+func TestSkipNodeDeletion(t *testing.T) {
+	h := setup(t)
+	h.ccmEnv = []string{"SKIP_NODE_DELETION=true"}
+	ccm := h.startCCM()
+	c := h.fleet.VCenter("vc-c")
+	vm := c.VMs[0]
+	h.register(t, vm, false)
+	h.waitInitialized(t, vm)
+	obj := object.NewVirtualMachine(c.Admin(), vm.Ref)
+	task, err := obj.PowerOff(h.ctx)
+	must.OK(t, err)
+	must.OK(t, task.Wait(h.ctx))
+	task, err = obj.Destroy(h.ctx)
+	must.OK(t, err)
+	must.OK(t, task.Wait(h.ctx))
+	// The sync point: the CCM said twice that it keeps the Node (two
+	// passes of the lifecycle controller after the VM was gone).
+	const kept = "the Node is kept because SKIP_NODE_DELETION is set"
+	poll.NoError(t, "the Node kept twice", time.Minute, func() error {
+		if n := strings.Count(ccm.LogText(), kept); n < 2 {
+			return fmt.Errorf("%d times: %w", n, errNotYet)
+		}
+		return nil
+	})
+	n, err := h.node(vm.Name)
+	if err != nil || n.DeletionTimestamp != nil {
+		t.Fatalf("the Node of the destroyed VM: %v (%v); want it kept", n, err)
+	}
+}
+
 // TestAbsenceNeedsProof: NotReady Nodes whose VMs cannot be found are
 // deleted only on proof. One was initialized (its providerID names a BIOS
 // UUID no VM has any more), the other never was (no providerID; only its
