@@ -423,3 +423,45 @@ func cloneControl(ctx context.Context, t *testing.T, a *vcsim.VCenter, sm *vcsim
 	}
 	return c
 }
+
+// TestWithdrawnModes: withdrawing a certificate or a shared session from
+// the Secret logs the session out at once, as for a password.
+func TestWithdrawnModes(t *testing.T) {
+	f := startFleet(t)
+	a := f.VCenters[0]
+	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
+	defer cancel()
+	now := time.Now()
+	su, err := vcsim.NewSolutionUser("ccm", now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.AddSolutionUser(su.Certificate)
+	sm, err := a.StartSessionManager(ctx, vcsim.SessionManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	for name, data := range map[string]map[string]string{
+		"certificate":    {"127.0.0.1.username": su.CertPEM, "127.0.0.1.password": su.KeyPEM},
+		"shared session": {"127.0.0.1.vc-session-manager-url": sm.URL, "127.0.0.1.vc-session-manager-token": "t"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, creds, client := secretCreds(t, ctx, f, data)
+			p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds, KeepAlive: time.Hour})
+			cl, _ := p.Client("vc-a")
+			poll.True(t, "connected", func() bool { return cl.Health().State == vcenter.Connected })
+			if n, _ := a.CountSessions(ctx); n != 1 {
+				t.Fatalf("%d sessions, want 1", n)
+			}
+			if _, err := client.CoreV1().Secrets("kube-system").Update(ctx, secretObj("vc-a-creds", map[string]string{"unrelated": "x"}), metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			poll.True(t, "the session logged out", func() bool { n, err := a.CountSessions(ctx); return err == nil && n == 0 })
+			if h := cl.Health(); h.State != vcenter.Down || !errors.Is(h.LastError, credentials.ErrNoCredentials) {
+				t.Errorf("health %v %v, want down: no credentials", h.State, h.LastError)
+			}
+			p.Close()
+		})
+	}
+}
