@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -324,37 +325,52 @@ func (in inline) written() bool {
 }
 
 // inlineFields inherits each inline credential field. Global's are not
-// inherited by a vCenter that reads a Secret.
+// inherited by a vCenter that reads a Secret, nor, by a vCenter that sets
+// inline fields of one mode itself, those of another mode (a vCenter with
+// its own session manager does not get global's user); a session-manager
+// token is inherited only with its URL (a token never goes to another
+// session manager than the one it was written for).
 func (b *builder) inlineFields(p string, c, gc *rawConnection, usesSecret bool) inline {
-	str := func(key string, v, g *string) string {
-		if usesSecret {
-			if deref(v) == "" && deref(g) != "" {
-				if !contains(b.globalInlineUnused, p) {
-					b.globalInlineUnused = append(b.globalInlineUnused, p)
-				}
+	set := func(v *secret.Value) bool { return v != nil && v.IsSet() }
+	own := map[secret.Mode]bool{
+		secret.ModePassword:      deref(c.User) != "" || set(c.Password),
+		secret.ModeCertificate:   deref(c.Certificate) != "" || set(c.PrivateKey),
+		secret.ModeSharedSession: deref(c.SessionManagerURL) != "" || set(c.SessionManagerToken),
+	}
+	anyOwn := own[secret.ModePassword] || own[secret.ModeCertificate] || own[secret.ModeSharedSession]
+	inherits := func(m secret.Mode) bool { return !usesSecret && (!anyOwn || own[m]) }
+	str := func(m secret.Mode, key string, v, g *string) string {
+		if !inherits(m) {
+			if usesSecret && deref(v) == "" && deref(g) != "" && !contains(b.globalInlineUnused, p) {
+				b.globalInlineUnused = append(b.globalInlineUnused, p)
 			}
 			return deref(v)
 		}
 		return inherit(b, p, key, v, g, "", nonEmpty)
 	}
-	val := func(key string, v, g *secret.Value) secret.Value {
+	val := func(m secret.Mode, key string, v, g *secret.Value) secret.Value {
 		switch {
-		case v != nil && v.IsSet():
+		case set(v):
 			return *v
-		case g != nil && g.IsSet() && !usesSecret:
+		case set(g) && inherits(m):
 			b.origin[p+"."+key] = "global." + key
 			return *g
 		}
 		return secret.Value{}
 	}
-	return inline{
-		user:        str("user", c.User, gc.User),
-		password:    val("password", c.Password, gc.Password),
-		certificate: str("certificate", c.Certificate, gc.Certificate),
-		key:         val("privateKey", c.PrivateKey, gc.PrivateKey),
-		url:         str("sessionManagerURL", c.SessionManagerURL, gc.SessionManagerURL),
-		token:       val("sessionManagerToken", c.SessionManagerToken, gc.SessionManagerToken),
+	in := inline{
+		user:        str(secret.ModePassword, "user", c.User, gc.User),
+		password:    val(secret.ModePassword, "password", c.Password, gc.Password),
+		certificate: str(secret.ModeCertificate, "certificate", c.Certificate, gc.Certificate),
+		key:         val(secret.ModeCertificate, "privateKey", c.PrivateKey, gc.PrivateKey),
+		url:         str(secret.ModeSharedSession, "sessionManagerURL", c.SessionManagerURL, gc.SessionManagerURL),
 	}
+	if deref(c.SessionManagerURL) != "" {
+		in.token = val(secret.ModeSharedSession, "sessionManagerToken", c.SessionManagerToken, nil)
+	} else {
+		in.token = val(secret.ModeSharedSession, "sessionManagerToken", c.SessionManagerToken, gc.SessionManagerToken)
+	}
+	return in
 }
 
 // inlineCredentials chooses the mode of the inline credentials: the fields
@@ -407,7 +423,7 @@ func (b *builder) inlineCredentials(p string, in inline, others bool) secret.Cre
 		}
 		c, err := secret.NewCertificate(in.certificate, in.key)
 		if err != nil {
-			b.errorf(p+".certificate", "%v", err)
+			b.errorf(p+certificateErrorField(err, ".certificate", ".privateKey"), "%v", err)
 			return nil
 		}
 		return c
@@ -422,7 +438,7 @@ func (b *builder) inlineCredentials(p string, in inline, others bool) secret.Cre
 		}
 		c, err := secret.FromUserPassword(in.user, in.password)
 		if err != nil {
-			b.errorf(p+".password", "%v", err)
+			b.errorf(p+certificateErrorField(err, ".user", ".password"), "%v", err)
 			return nil
 		}
 		return c
@@ -567,4 +583,15 @@ func (b *builder) prefixes(path string, raw *[]string) []netip.Prefix {
 		out = append(out, pfx)
 	}
 	return out
+}
+
+// certificateErrorField is where a credential error is reported: at the
+// key's field when the key is wrong (not the certificate's, not a key, not
+// RSA, or a key given as a password), else at the certificate's.
+func certificateErrorField(err error, certField, keyField string) string {
+	msg := err.Error()
+	if errors.Is(err, secret.ErrPrivateKeyAsPassword) || strings.Contains(msg, "private key") || strings.Contains(msg, "key;") || strings.Contains(msg, "RSA keys only") {
+		return keyField
+	}
+	return certField
 }

@@ -312,8 +312,8 @@ func (d *decoder) decodeLeaf(path, key string, n *node, v reflect.Value) {
 		return
 	}
 	value := n.value
-	if pemKeys[lastElement(path)] {
-		// A PEM certificate or key spans lines.
+	if pemKeys[lastElement(path)] && strings.Contains(value, "-----BEGIN") {
+		// A PEM certificate or key spans lines (a password does not).
 		value = strings.NewReplacer("\n", "", "\r", "").Replace(value)
 	}
 	if r, bad := controlRune(value); bad && n.kind == scalarNode {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
 
 const sentinel = "Sentinel-Zq9x=Kp!"
@@ -87,6 +89,53 @@ func TestKeysShownOnlyWhenKnown(t *testing.T) {
 					t.Errorf("error shows %q:\n%v", w, err)
 				}
 			}
+		})
+	}
+}
+
+// TestInlineModeInheritance: a vCenter inherits global's inline credential
+// fields of the mode it uses; setting fields of one mode itself, it
+// inherits none of another, and a session-manager token only comes with
+// its URL.
+func TestInlineModeInheritance(t *testing.T) {
+	const head = "global:\n  user: admin@vsphere.local\n  password: pa55\n  sessionManagerURL: https://sm-a.example.com/s\n  sessionManagerToken: token-for-a\n"
+	tests := []struct {
+		name, vc string
+		check    func(t *testing.T, c secret.Credentials)
+	}{
+		{"nothing of its own: global's first complete mode is an error of mixed modes", "", nil},
+		{"its own session manager: global's user and token are not used", "    sessionManagerURL: https://sm-b.example.com/s\n", func(t *testing.T, c secret.Credentials) {
+			s, ok := c.(secret.SharedSession)
+			if !ok || s.URL != "https://sm-b.example.com/s" || s.Token.IsSet() {
+				t.Errorf("got %#v, want sm-b without global's token", c)
+			}
+		}},
+		{"its own password: global's user, not its session manager", "    password: own-pass\n", func(t *testing.T, c secret.Credentials) {
+			p, ok := c.(secret.Password)
+			if !ok || p.Username != "admin@vsphere.local" || p.Password.Reveal() != "own-pass" {
+				t.Errorf("got %#v, want global's user with its own password", c)
+			}
+		}},
+		{"its own token: global's URL with it", "    sessionManagerToken: own-token\n", func(t *testing.T, c secret.Credentials) {
+			s, ok := c.(secret.SharedSession)
+			if !ok || s.URL != "https://sm-a.example.com/s" || s.Token.Reveal() != "own-token" {
+				t.Errorf("got %#v, want sm-a with its own token", c)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _, err := Parse("t.yaml", []byte(head+"vcenter:\n  a:\n    server: vc.example.com\n"+tt.vc), Options{})
+			if tt.check == nil {
+				if err == nil || !strings.Contains(err.Error(), "mix modes") {
+					t.Fatalf("err = %v, want the mixed modes named", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, cfg.VCenters[0].Credentials.Inline)
 		})
 	}
 }

@@ -130,8 +130,14 @@ func hasServerSuffix(k, suffix string) bool {
 // credentials chooses the entry's mode and checks it. Errors name keys,
 // never values.
 func (p *entry) credentials(server string) (secret.Credentials, []string, error) {
+	var warns []string
+	if p.url != nil && *p.url == "" && p.user != nil && p.pass != nil {
+		// As the reference: an empty URL is no session manager, and the
+		// username and password log in.
+		warns = append(warns, fmt.Sprintf("server %q: key %q is empty, so the username and password are used", server, p.urlKey))
+		p.url, p.token = nil, nil
+	}
 	if p.url != nil {
-		var warns []string
 		if p.user != nil || p.pass != nil {
 			warns = append(warns, fmt.Sprintf("server %q: key %q makes it a shared session, so its username and password are not used (as in the reference CCM); remove them", server, p.urlKey))
 		}
@@ -153,19 +159,19 @@ func (p *entry) credentials(server string) (secret.Credentials, []string, error)
 	}
 	switch {
 	case p.token != nil:
-		return nil, nil, fmt.Errorf("key %q has no matching %s%s key for server %q", p.tokenKey, server, suffixSessionURL, server)
+		return nil, warns, fmt.Errorf("key %q has no matching %s%s key for server %q", p.tokenKey, server, suffixSessionURL, server)
 	case p.user == nil:
-		return nil, nil, fmt.Errorf("key %q has no matching username key for server %q", p.passKey, server)
+		return nil, warns, fmt.Errorf("key %q has no matching username key for server %q", p.passKey, server)
 	case p.pass == nil:
-		return nil, nil, fmt.Errorf("key %q has no matching password key for server %q", p.userKey, server)
+		return nil, warns, fmt.Errorf("key %q has no matching password key for server %q", p.userKey, server)
 	case *p.user == "":
-		return nil, nil, fmt.Errorf("key %q: empty username", p.userKey)
+		return nil, warns, fmt.Errorf("key %q: empty username", p.userKey)
 	case *p.pass == "":
-		return nil, nil, fmt.Errorf("key %q: empty password", p.passKey)
+		return nil, warns, fmt.Errorf("key %q: empty password", p.passKey)
 	}
 	c, err := secret.FromUserPassword(*p.user, secret.New(*p.pass))
 	if err != nil {
-		return nil, nil, fmt.Errorf("server %q, keys %q and %q: %w", server, p.userKey, p.passKey, err)
+		return nil, warns, fmt.Errorf("server %q, keys %q and %q: %w", server, p.userKey, p.passKey, err)
 	}
-	return c, nil, nil
+	return c, warns, nil
 }

@@ -162,6 +162,24 @@ func modeCases(t testing.TB) []dataCase {
 			warnings: []string{"travel in clear"},
 		},
 		{
+			name:     "an empty URL beside a username and password: the password, as in the reference",
+			data:     map[string]string{"vc1.vc-session-manager-url": "", "vc1.vc-session-manager-token": "tok", "vc1.username": "u", "vc1.password": "p"},
+			want:     Set{"vc1": creds("u", "p")},
+			warnings: []string{`"vc1.vc-session-manager-url" is empty, so the username and password are used`},
+		},
+		{
+			name: "an empty URL alone",
+			data: map[string]string{"vc1.vc-session-manager-url": ""},
+			want: Set{},
+			errs: []string{`key "vc1.vc-session-manager-url": empty session manager URL`},
+		},
+		{
+			name: "a key with damaged armour as the username: refused, never a user name",
+			data: map[string]string{"vc1.username": strings.ReplaceAll(key, "\n", " "), "vc1.password": "p"},
+			want: Set{},
+			errs: []string{"the username holds PEM text that is not a certificate"},
+		},
+		{
 			name: "a token without URL",
 			data: map[string]string{"vc1.vc-session-manager-token": "tok-S3cret"},
 			want: Set{},

@@ -215,6 +215,11 @@ func FromUserPassword(user string, password Value) (Credentials, error) {
 		}
 		return c, nil
 	}
+	if strings.Contains(user, "-----BEGIN") || IsPrivateKeyPEM(user) {
+		// PEM armour that does not decode (lost line breaks): never a
+		// user name, and it must not be logged or sent as one.
+		return nil, fmt.Errorf("%w: the username holds PEM text that is not a certificate (damaged line breaks, or a key in place of the certificate)", ErrCertificate)
+	}
 	if IsPrivateKeyPEM(password.Reveal()) {
 		return nil, fmt.Errorf("%w for a username that is not a PEM certificate; for a solution user, give its PEM certificate as the username; otherwise give the password", ErrPrivateKeyAsPassword)
 	}
@@ -304,17 +309,13 @@ func NewSharedSession(rawURL string, token Value, tokenFile string) (SharedSessi
 	return SharedSession{URL: rawURL, Token: token, TokenFile: tokenFile}, nil
 }
 
-// RedactURL returns u without user information, query or fragment, which
-// may carry tokens. An unparsable URL becomes "[unparsable URL]".
+// RedactURL returns scheme://host/path of a URL: no user information,
+// query or fragment, which may carry tokens. A URL without a host (whose
+// opaque part may hold anything) becomes "[invalid URL]".
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "[unparsable URL]"
+	if err != nil || u.Opaque != "" || u.Host == "" {
+		return "[invalid URL]"
 	}
-	u.User = nil
-	u.RawQuery = ""
-	u.ForceQuery = false
-	u.Fragment = ""
-	u.RawFragment = ""
-	return u.String()
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
 }

@@ -145,7 +145,18 @@ func TestNewSharedSession(t *testing.T) {
 			t.Errorf("%q: Insecure() = %v", tt.url, s.Insecure())
 		}
 	}
-	if got := RedactURL("https://u:p@sm.example.com/s?token=abc#frag"); got != "https://sm.example.com/s" {
-		t.Errorf("RedactURL = %q", got)
+	for in, want := range map[string]string{
+		"https://u:p@sm.example.com/s?token=abc#frag": "https://sm.example.com/s",
+		"admin:S3CRET@sm.example.com/x":               "[invalid URL]",
+		"https:admin:S3CRET@host/x":                   "[invalid URL]",
+		"sm.example.com/session":                      "[invalid URL]",
+		"http://[::1]:8080/s":                         "http://[::1]:8080/s",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if _, err := NewSharedSession("https:admin:S3CRET@host/x", Value{}, ""); err == nil || strings.Contains(err.Error(), "S3CRET") {
+		t.Errorf("an opaque URL: %v", err)
 	}
 }

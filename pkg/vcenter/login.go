@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/vmware/govmomi/session"
@@ -49,6 +50,9 @@ func (c *Client) connect(ctx context.Context, creds secret.Credentials) (*Sessio
 		err = fmt.Errorf("credentials of mode %q are not supported", creds.Mode())
 	}
 	if err != nil {
+		// Its connections (two goroutines each) would stay open until the
+		// vCenter closes them; a failing login is retried many times.
+		s.VIM.Client.CloseIdleConnections()
 		return nil, err
 	}
 	return s, nil
@@ -190,11 +194,16 @@ func refusal(err error) error {
 	return err
 }
 
-// isSTSRefusal reports a SOAP fault from STS (the STS answers an unknown or
-// revoked certificate with a fault; anything else is a transport error).
+// isSTSRefusal reports STS refusing the certificate (WS-Security faults
+// FailedAuthentication, InvalidSecurityToken); other faults (a clock skew,
+// a malformed request) are failures retried with the usual back-off.
 // soap.IsSoapFault does not unwrap: call it on the error as returned.
 func isSTSRefusal(err error) bool {
-	return soap.IsSoapFault(err)
+	if !soap.IsSoapFault(err) {
+		return false
+	}
+	code := soap.ToSoapFault(err).Code
+	return strings.HasSuffix(code, "FailedAuthentication") || strings.HasSuffix(code, "InvalidSecurityToken")
 }
 
 // isRefused reports whether err is a login vCenter refused.

@@ -46,6 +46,7 @@ func credentialCorpus() []credentialCase {
 		{name: "shared session and a password", data: map[string]string{s + ".vc-session-manager-url": "{sm}", s + ".vc-session-manager-token": "tok-1", s + ".username": "{user}", s + ".password": "{password}"}},
 		{name: "shared session, token refused", data: map[string]string{s + ".vc-session-manager-url": "{sm}", s + ".vc-session-manager-token": "not-a-token"}},
 		{name: "shared session without token (no service-account token here)", data: map[string]string{s + ".vc-session-manager-url": "{sm}"}},
+		{name: "empty session-manager URL beside a password", data: map[string]string{s + ".vc-session-manager-url": "", s + ".username": "{user}", s + ".password": "{password}"}},
 		{name: "session-manager token without URL", data: map[string]string{s + ".vc-session-manager-token": "tok-1"}},
 		{name: "certificate", data: map[string]string{s + ".username": "{cert}", s + ".password": "{key}"}},
 		{name: "certificate in IPv6-safe keys", data: map[string]string{"server_a": s, "username_a": "{cert}", "password_a": "{key}"}},
