@@ -119,19 +119,25 @@ func TestDestroyedVM(t *testing.T) {
 	vm := c.VMs[0]
 	h.register(t, vm, false)
 	h.waitInitialized(t, vm)
-	obj := object.NewVirtualMachine(c.Admin(), vm.Ref)
-	task, err := obj.PowerOff(h.ctx)
-	must.OK(t, err)
-	must.OK(t, task.Wait(h.ctx))
-	task, err = obj.Destroy(h.ctx)
-	must.OK(t, err)
-	must.OK(t, task.Wait(h.ctx))
+	destroy(t, h, c, vm)
 	poll.NoError(t, "node deleted", 30*time.Second, func() error {
 		if _, err := h.node(vm.Name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("node still there (%v)", err)
 		}
 		return nil
 	})
+}
+
+// destroy powers a VM off and destroys it, as an administrator would.
+func destroy(t *testing.T, h *harness, v *vcsim.VCenter, vm vcsim.VM) {
+	t.Helper()
+	obj := object.NewVirtualMachine(v.Admin(), vm.Ref)
+	task, err := obj.PowerOff(h.ctx)
+	must.OK(t, err)
+	must.OK(t, task.Wait(h.ctx))
+	task, err = obj.Destroy(h.ctx)
+	must.OK(t, err)
+	must.OK(t, task.Wait(h.ctx))
 }
 
 // TestSkipNodeDeletion: with SKIP_NODE_DELETION set (as the reference reads
@@ -145,13 +151,7 @@ func TestSkipNodeDeletion(t *testing.T) {
 	vm := c.VMs[0]
 	h.register(t, vm, false)
 	h.waitInitialized(t, vm)
-	obj := object.NewVirtualMachine(c.Admin(), vm.Ref)
-	task, err := obj.PowerOff(h.ctx)
-	must.OK(t, err)
-	must.OK(t, task.Wait(h.ctx))
-	task, err = obj.Destroy(h.ctx)
-	must.OK(t, err)
-	must.OK(t, task.Wait(h.ctx))
+	destroy(t, h, c, vm)
 	// The sync point: the CCM said twice that it keeps the Node (two
 	// passes of the lifecycle controller after the VM was gone).
 	const kept = "the Node is kept because SKIP_NODE_DELETION is set"
