@@ -1,0 +1,146 @@
+package servingcsr
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+)
+
+// SignerName is the signer of kubelet serving certificates.
+const SignerName = certificatesv1.KubeletServingSignerName
+
+// nodeUserPrefix and nodesGroup are how a kubelet authenticates.
+const (
+	nodeUserPrefix = "system:node:"
+	nodesGroup     = "system:nodes"
+)
+
+// Decision is what happens to a request.
+type Decision string
+
+// The decisions.
+const (
+	// Ignore: not this controller's (another signer) or already decided.
+	Ignore Decision = "ignore"
+	// Deny: a definite mismatch; the reason says which.
+	Deny Decision = "deny"
+	// Pending: the answer cannot be told now (a vCenter down, an
+	// inventory not synced); retried, never denied.
+	Pending Decision = "pending"
+	// Approve: every check holds.
+	Approve Decision = "approve"
+)
+
+// Verdict is a decision and why, for the CSR's condition, events and
+// metrics. Reason is a short CamelCase word; Message names the value.
+type Verdict struct {
+	Decision Decision
+	Reason   string
+	Message  string
+}
+
+// Request is a kubelet serving request that passed Inspect: the Node it is
+// for and the names and addresses it asks for.
+type Request struct {
+	// Node is the requesting Node's name.
+	Node     string
+	DNSNames []string
+	IPs      []netip.Addr
+}
+
+// allowedUsages are the usages a serving certificate may carry;
+// server auth is required.
+var allowedUsages = []certificatesv1.KeyUsage{
+	certificatesv1.UsageServerAuth, certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment,
+}
+
+// Inspect checks what a request can be checked for without vCenter. It
+// returns the request, or the verdict that ends it: Ignore for another
+// signer or a request already approved, denied or failed; Deny for a
+// request no Node may get.
+func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) {
+	if csr.Spec.SignerName != SignerName {
+		return Request{}, &Verdict{Decision: Ignore, Reason: "OtherSigner", Message: "signer " + csr.Spec.SignerName}
+	}
+	for _, c := range csr.Status.Conditions {
+		switch c.Type {
+		case certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed:
+			return Request{}, &Verdict{Decision: Ignore, Reason: "Decided", Message: "already " + string(c.Type)}
+		}
+	}
+	if len(csr.Status.Certificate) > 0 {
+		return Request{}, &Verdict{Decision: Ignore, Reason: "Decided", Message: "already issued"}
+	}
+	deny := func(reason, format string, args ...any) (Request, *Verdict) {
+		return Request{}, &Verdict{Decision: Deny, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	}
+	node, ok := strings.CutPrefix(csr.Spec.Username, nodeUserPrefix)
+	if !ok || node == "" || !slices.Contains(csr.Spec.Groups, nodesGroup) {
+		return deny("NotANode", "requested by %q (groups %v), not by a Node (system:node:<name> in group system:nodes)", csr.Spec.Username, csr.Spec.Groups)
+	}
+	for _, u := range csr.Spec.Usages {
+		if !slices.Contains(allowedUsages, u) {
+			return deny("ForbiddenUsage", "usage %q: a serving certificate has only server auth, digital signature and key encipherment", u)
+		}
+	}
+	if !slices.Contains(csr.Spec.Usages, certificatesv1.UsageServerAuth) {
+		return deny("ForbiddenUsage", "no server auth usage")
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return deny("Malformed", "spec.request is not a PEM CERTIFICATE REQUEST")
+	}
+	x, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return deny("Malformed", "the request does not parse: %v", err)
+	}
+	if err := x.CheckSignature(); err != nil {
+		return deny("Malformed", "the request's signature does not verify: %v", err)
+	}
+	if want := nodeUserPrefix + node; x.Subject.CommonName != want {
+		return deny("SubjectMismatch", "subject CN %q, want %q (the requester)", x.Subject.CommonName, want)
+	}
+	if !slices.Equal(x.Subject.Organization, []string{nodesGroup}) {
+		return deny("SubjectMismatch", "subject organization %q, want [%s]", x.Subject.Organization, nodesGroup)
+	}
+	if len(x.EmailAddresses) > 0 || len(x.URIs) > 0 {
+		return deny("ForbiddenSAN", "email or URI SANs (%d, %d): a kubelet serving certificate has DNS and IP SANs only", len(x.EmailAddresses), len(x.URIs))
+	}
+	if len(x.DNSNames) == 0 && len(x.IPAddresses) == 0 {
+		return deny("NoSAN", "no DNS or IP SAN")
+	}
+	req := Request{Node: node, DNSNames: x.DNSNames}
+	for _, d := range x.DNSNames {
+		if strings.Contains(d, "*") {
+			return deny("ForbiddenSAN", "wildcard DNS SAN %q", d)
+		}
+	}
+	for _, ip := range x.IPAddresses {
+		a, ok := netip.AddrFromSlice(ip)
+		if !ok {
+			return deny("Malformed", "IP SAN %v", ip)
+		}
+		a = a.Unmap()
+		if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() {
+			return deny("ForbiddenSAN", "IP SAN %s is not a node address", a)
+		}
+		req.IPs = append(req.IPs, a)
+	}
+	return req, nil
+}
+
+// NodeName is the Node a request is for, from its requester ("" when the
+// requester is not a Node).
+func NodeName(csr *certificatesv1.CertificateSigningRequest) string {
+	n, _ := strings.CutPrefix(csr.Spec.Username, nodeUserPrefix)
+	if n == csr.Spec.Username {
+		return ""
+	}
+	return n
+}
+

@@ -1,0 +1,149 @@
+package servingcsr
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
+	"testing"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// template is what a kubelet asks for (kubelet's serving certificate
+// manager: CN system:node:<name>, O system:nodes, its host names and
+// addresses).
+func template() *x509.CertificateRequest {
+	return &x509.CertificateRequest{
+		Subject:     pkix.Name{CommonName: "system:node:worker-1", Organization: []string{"system:nodes"}},
+		DNSNames:    []string{"worker-1"},
+		IPAddresses: []net.IP{net.ParseIP("10.0.0.5")},
+	}
+}
+
+func csrOf(t testing.TB, tmpl *x509.CertificateRequest, mut func(*certificatesv1.CertificateSigningRequest)) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "csr-1"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: SignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth},
+			Username:   "system:node:worker-1",
+			Groups:     []string{"system:nodes", "system:authenticated"},
+		},
+	}
+	if mut != nil {
+		mut(c)
+	}
+	return c
+}
+
+// TestInspect: the checks that need no vCenter, with the shapes known
+// approvers let through (the removed GCP approver, kubelet-serving-cert-
+// approver and kubelet-csr-approver each accepted some of them).
+func TestInspect(t *testing.T) {
+	withTmpl := func(mut func(*x509.CertificateRequest)) *x509.CertificateRequest {
+		tm := template()
+		mut(tm)
+		return tm
+	}
+	uri, _ := url.Parse("spiffe://cluster/ns/default")
+	for _, tc := range []struct {
+		name     string
+		tmpl     *x509.CertificateRequest
+		mut      func(*certificatesv1.CertificateSigningRequest)
+		decision Decision // "" when it passes
+		reason   string
+	}{
+		{name: "a kubelet's request", tmpl: template()},
+		{name: "another signer is not ours", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = certificatesv1.KubeAPIServerClientKubeletSignerName
+		}, decision: Ignore, reason: "OtherSigner"},
+		{name: "already approved", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved}}
+		}, decision: Ignore, reason: "Decided"},
+		{name: "already denied", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateDenied}}
+		}, decision: Ignore, reason: "Decided"},
+		{name: "requested by a user, not a Node", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Username = "admin"
+		}, decision: Deny, reason: "NotANode"},
+		{name: "a node name without the nodes group", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Groups = []string{"system:authenticated"}
+		}, decision: Deny, reason: "NotANode"},
+		{name: "CN of another Node than the requester", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.Subject.CommonName = "system:node:worker-2" }),
+			decision: Deny, reason: "SubjectMismatch"},
+		{name: "organization system:masters", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.Subject.Organization = []string{"system:masters"} }),
+			decision: Deny, reason: "SubjectMismatch"},
+		{name: "an extra organization", tmpl: withTmpl(func(r *x509.CertificateRequest) {
+			r.Subject.Organization = []string{"system:nodes", "system:masters"}
+		}), decision: Deny, reason: "SubjectMismatch"},
+		{name: "client auth usage", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = append(c.Spec.Usages, certificatesv1.UsageClientAuth)
+		}, decision: Deny, reason: "ForbiddenUsage"},
+		{name: "no server auth", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature}
+		}, decision: Deny, reason: "ForbiddenUsage"},
+		{name: "a URI SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.URIs = []*url.URL{uri} }), decision: Deny, reason: "ForbiddenSAN"},
+		{name: "an email SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.EmailAddresses = []string{"a@example.com"} }), decision: Deny, reason: "ForbiddenSAN"},
+		{name: "no SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames, r.IPAddresses = nil, nil }), decision: Deny, reason: "NoSAN"},
+		{name: "a wildcard", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames = append(r.DNSNames, "*.example.com") }), decision: Deny, reason: "ForbiddenSAN"},
+		{name: "loopback", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.IPAddresses = append(r.IPAddresses, net.ParseIP("127.0.0.1")) }), decision: Deny, reason: "ForbiddenSAN"},
+		{name: "link-local", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.IPAddresses = append(r.IPAddresses, net.ParseIP("169.254.1.1")) }), decision: Deny, reason: "ForbiddenSAN"},
+		{name: "not PEM", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = []byte("garbage") },
+			decision: Deny, reason: "Malformed"},
+		{name: "a signature that does not verify", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			b, _ := pem.Decode(c.Spec.Request)
+			b.Bytes[len(b.Bytes)-3] ^= 0xff
+			c.Spec.Request = pem.EncodeToMemory(b)
+		}, decision: Deny, reason: "Malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, v := Inspect(csrOf(t, tc.tmpl, tc.mut))
+			if tc.decision == "" {
+				if v != nil {
+					t.Fatalf("verdict %+v, want it to pass", v)
+				}
+				if req.Node != "worker-1" || !slices.Equal(req.DNSNames, []string{"worker-1"}) || !slices.Equal(req.IPs, []netip.Addr{netip.MustParseAddr("10.0.0.5")}) {
+					t.Fatalf("request %+v", req)
+				}
+				return
+			}
+			if v == nil || v.Decision != tc.decision || v.Reason != tc.reason || v.Message == "" {
+				t.Fatalf("verdict %+v, want %s %s", v, tc.decision, tc.reason)
+			}
+		})
+	}
+}
+
+// FuzzInspect: any request bytes are inspected without a panic, and a
+// request that passes is for its requester with at least one SAN.
+func FuzzInspect(f *testing.F) {
+	f.Add(csrOf(f, template(), nil).Spec.Request)
+	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n"))
+	f.Fuzz(func(t *testing.T, request []byte) {
+		c := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: request, SignerName: SignerName, Username: "system:node:worker-1", Groups: []string{"system:nodes"},
+			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageServerAuth}}}
+		req, v := Inspect(c)
+		if v == nil && (req.Node != "worker-1" || len(req.DNSNames)+len(req.IPs) == 0) {
+			t.Fatalf("passed: %+v", req)
+		}
+	})
+}
