@@ -143,4 +143,3 @@ func NodeName(csr *certificatesv1.CertificateSigningRequest) string {
 	}
 	return n
 }
-
