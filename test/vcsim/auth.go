@@ -180,7 +180,7 @@ func (v *VCenter) stsGuard(listen *url.URL) http.Handler {
 }
 
 // registered reports whether the token request's certificate is a
-// registered solution user's.
+// registered solution user's, and valid now (as vCenter SSO checks).
 func (v *VCenter) registered(body []byte) bool {
 	m := binaryToken.FindSubmatch(body)
 	if m == nil {
@@ -188,6 +188,9 @@ func (v *VCenter) registered(body []byte) bool {
 	}
 	der, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(m[1])))
 	if err != nil {
+		return false
+	}
+	if c, err := x509.ParseCertificate(der); err != nil || time.Now().After(c.NotAfter) || time.Now().Before(c.NotBefore) {
 		return false
 	}
 	v.mu.Lock()
