@@ -589,8 +589,7 @@ func (b *builder) prefixes(path string, raw *[]string) []netip.Prefix {
 // key's field when the key is wrong (not the certificate's, not a key, not
 // RSA, or a key given as a password), else at the certificate's.
 func certificateErrorField(err error, certField, keyField string) string {
-	msg := err.Error()
-	if errors.Is(err, secret.ErrPrivateKeyAsPassword) || strings.Contains(msg, "private key") || strings.Contains(msg, "key;") || strings.Contains(msg, "RSA keys only") {
+	if errors.Is(err, secret.ErrPrivateKeyAsPassword) || errors.Is(err, secret.ErrPrivateKey) {
 		return keyField
 	}
 	return certField

@@ -178,7 +178,7 @@ func showableKey(e entry) bool {
 		return false
 	}
 	k := normalizeKey(e.key)
-	for _, s := range []string{"pass", "pwd", "secret", "token", "credential", "private", "key"} {
+	for _, s := range []string{"pass", "pwd", "secret", "token", "credential", "private"} {
 		if strings.Contains(k, s) {
 			return false
 		}

@@ -240,10 +240,6 @@ func (m *Manager) Changed() <-chan struct{} {
 // Get returns the credentials for vc from the first source, in precedence
 // order, that has them, and names that source (see Resolve).
 func (m *Manager) Get(vc config.VCenter) (secret.Credentials, string, error) {
-	return m.get(vc)
-}
-
-func (m *Manager) get(vc config.VCenter) (secret.Credentials, string, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return Resolve(vc, Sources{Secrets: m.secrets, Directory: m.dir, Pending: func(ref config.SecretRef) bool {

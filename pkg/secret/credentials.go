@@ -197,6 +197,10 @@ var (
 	// ErrCertificate: a certificate login cannot be made with what is
 	// given (unparsable certificate, missing or mismatched key, expired).
 	ErrCertificate = errors.New("certificate credentials not usable")
+	// ErrPrivateKey marks the ErrCertificate errors that are the private
+	// key's (missing, not a key, not the certificate's, not RSA), so that a
+	// caller can point at the field that holds it.
+	ErrPrivateKey = errors.New("the private key is not usable with the certificate")
 	// ErrSessionManagerURL: the session manager URL is not an http(s) URL.
 	ErrSessionManagerURL = errors.New("invalid session manager URL")
 )
@@ -251,21 +255,27 @@ func NewCertificate(certPEM string, key Value) (Certificate, error) {
 		return Certificate{}, fmt.Errorf("%w: the username is PEM but holds no CERTIFICATE block", ErrCertificate)
 	}
 	if !key.IsSet() {
-		return Certificate{}, fmt.Errorf("%w: certificate %q has no private key; give its PEM private key as the password", ErrCertificate, leaf.Subject.String())
+		return Certificate{}, keyError{fmt.Errorf("%w: certificate %q has no private key; give its PEM private key as the password", ErrCertificate, leaf.Subject.String())}
 	}
 	if !IsPrivateKeyPEM(key.Reveal()) {
-		return Certificate{}, fmt.Errorf("%w: the username is the PEM certificate %q, so the password must be its PEM private key, and it is not one", ErrCertificate, leaf.Subject.String())
+		return Certificate{}, keyError{fmt.Errorf("%w: the username is the PEM certificate %q, so the password must be its PEM private key, and it is not one", ErrCertificate, leaf.Subject.String())}
 	}
 	c := Certificate{PEM: certPEM, Key: key, leaf: leaf}
 	kp, err := c.KeyPair()
 	if err != nil {
-		return Certificate{}, fmt.Errorf("certificate %q: %w", leaf.Subject.String(), err)
+		return Certificate{}, keyError{fmt.Errorf("certificate %q: %w", leaf.Subject.String(), err)}
 	}
 	if _, ok := kp.PrivateKey.(*rsa.PrivateKey); !ok {
-		return Certificate{}, fmt.Errorf("%w: certificate %q has a %T key; vCenter's STS signs with RSA keys only", ErrCertificate, leaf.Subject.String(), kp.PrivateKey)
+		return Certificate{}, keyError{fmt.Errorf("%w: certificate %q has a %T key; vCenter's STS signs with RSA keys only", ErrCertificate, leaf.Subject.String(), kp.PrivateKey)}
 	}
 	return c, nil
 }
+
+// keyError is an error of the private key (errors.Is ErrPrivateKey).
+type keyError struct{ error }
+
+func (e keyError) Unwrap() error        { return e.error }
+func (e keyError) Is(target error) bool { return target == ErrPrivateKey }
 
 // keyPairError turns an error of tls.X509KeyPair into one that says what to
 // do. The standard library's messages name no key material; they are kept.
