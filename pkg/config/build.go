@@ -553,6 +553,9 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 	n.OutOfService = OutOfService{Enabled: deref(oos.Enabled),
 		NotReadyFor:   orDefault(oos.NotReadyFor, DefaultOutOfServiceNotReadyFor),
 		PoweredOffFor: orDefault(oos.PoweredOffFor, DefaultOutOfServicePoweredOffFor)}
+	if sc := raw.ServingCertificates; sc != nil {
+		n.ServingCertificates.Approve = deref(sc.Approve)
+	}
 	for _, m := range deref(raw.LookupOrder) {
 		n.LookupOrder = append(n.LookupOrder, LookupMethod(m))
 	}

@@ -163,6 +163,9 @@ func TestValidFixtures(t *testing.T) {
 			if o := cfg.Nodes.OutOfService; !o.Enabled || o.NotReadyFor != 2*time.Minute || o.PoweredOffFor != DefaultOutOfServicePoweredOffFor {
 				t.Errorf("outOfService: %+v", o)
 			}
+			if !cfg.Nodes.ServingCertificates.Approve {
+				t.Errorf("servingCertificates: %+v", cfg.Nodes.ServingCertificates)
+			}
 			if diff := cmp.Diff([]LookupMethod{LookupUUID, LookupGuestHostname, LookupVMName}, cfg.Nodes.LookupOrder); diff != "" {
 				t.Errorf("lookup order: %s", diff)
 			}

@@ -49,15 +49,16 @@ type yamlVCenter struct {
 }
 
 type yamlNodes struct {
-	InternalNetworkSubnetCIDR        []string          `json:"internalNetworkSubnetCidr,omitempty"`
-	ExternalNetworkSubnetCIDR        []string          `json:"externalNetworkSubnetCidr,omitempty"`
-	ExcludeInternalNetworkSubnetCIDR []string          `json:"excludeInternalNetworkSubnetCidr,omitempty"`
-	ExcludeExternalNetworkSubnetCIDR []string          `json:"excludeExternalNetworkSubnetCidr,omitempty"`
-	InternalVMNetworkName            string            `json:"internalVmNetworkName,omitempty"`
-	ExternalVMNetworkName            string            `json:"externalVmNetworkName,omitempty"`
-	LookupOrder                      []LookupMethod    `json:"lookupOrder"`
-	Deletion                         DeletionPolicy    `json:"deletion"`
-	OutOfService                     *yamlOutOfService `json:"outOfService,omitempty"`
+	InternalNetworkSubnetCIDR        []string             `json:"internalNetworkSubnetCidr,omitempty"`
+	ExternalNetworkSubnetCIDR        []string             `json:"externalNetworkSubnetCidr,omitempty"`
+	ExcludeInternalNetworkSubnetCIDR []string             `json:"excludeInternalNetworkSubnetCidr,omitempty"`
+	ExcludeExternalNetworkSubnetCIDR []string             `json:"excludeExternalNetworkSubnetCidr,omitempty"`
+	InternalVMNetworkName            string               `json:"internalVmNetworkName,omitempty"`
+	ExternalVMNetworkName            string               `json:"externalVmNetworkName,omitempty"`
+	LookupOrder                      []LookupMethod       `json:"lookupOrder"`
+	Deletion                         DeletionPolicy       `json:"deletion"`
+	OutOfService                     *yamlOutOfService    `json:"outOfService,omitempty"`
+	ServingCertificates              *ServingCertificates `json:"servingCertificates,omitempty"`
 }
 
 type yamlOutOfService struct {
@@ -130,6 +131,9 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 	}
 	if o := cfg.Nodes.OutOfService; o != (OutOfService{NotReadyFor: DefaultOutOfServiceNotReadyFor, PoweredOffFor: DefaultOutOfServicePoweredOffFor}) {
 		f.Nodes.OutOfService = &yamlOutOfService{Enabled: o.Enabled, NotReadyFor: o.NotReadyFor.String(), PoweredOffFor: o.PoweredOffFor.String()}
+	}
+	if sc := cfg.Nodes.ServingCertificates; sc != (ServingCertificates{}) {
+		f.Nodes.ServingCertificates = &sc
 	}
 	if !reflect.DeepEqual(cfg.Labels, Labels{OnDrift: DriftKeep}) {
 		f.Labels = &cfg.Labels

@@ -126,6 +126,12 @@ type rawNodes struct {
 	Deletion *string `yaml:"deletion" ini:"deletion"`
 	// Extension: the out-of-service taint policy.
 	OutOfService *rawOutOfService `yaml:"outOfService" ini:"-"`
+	// Extension: kubelet serving certificate requests checked against vCenter.
+	ServingCertificates *rawServingCertificates `yaml:"servingCertificates" ini:"-"`
+}
+
+type rawServingCertificates struct {
+	Approve *bool `yaml:"approve" ini:"-"`
 }
 
 type rawOutOfService struct {

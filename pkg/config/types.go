@@ -341,6 +341,20 @@ type Nodes struct {
 	SkipNodeDeletion bool `json:"-"`
 	// OutOfService is the opt-in out-of-service taint policy.
 	OutOfService OutOfService `json:"outOfService"`
+	// ServingCertificates is the opt-in approval of kubelet serving
+	// certificate requests.
+	ServingCertificates ServingCertificates `json:"servingCertificates"`
+}
+
+// ServingCertificates is the opt-in policy under which the serving-csr
+// controller approves a kubelet's serving certificate request (signer
+// kubernetes.io/kubelet-serving) when vCenter proves every name and
+// address in it is the requesting Node's VM's, and denies it when one is
+// provably not.
+type ServingCertificates struct {
+	// Approve turns the controller on (default off). Every VM's guest
+	// addresses are then read too (to tell an address only one VM reports).
+	Approve bool `json:"approve"`
 }
 
 // OutOfService is the opt-in policy under which the node-topology

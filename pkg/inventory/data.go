@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -19,8 +20,9 @@ type data struct {
 	vms     map[string]*ident // every VM in scope, by reference value
 	byUUID  multimap[uuidKey]
 	byName  multimap[string]
-	byHost  multimap[string] // guest host name, lower case
-	details map[string]*VM   // VMs of interest, by reference value
+	byHost  multimap[string]     // guest host name, lower case
+	byIP    multimap[netip.Addr] // guest addresses (Options.GuestIPs)
+	details map[string]*VM       // VMs of interest, by reference value
 	// unreadable holds the VMs whose identity cannot be read (see
 	// ident.unreadable), by reference value: while there is one, the
 	// vCenter cannot prove any VM absent.
@@ -31,7 +33,7 @@ type data struct {
 
 func newData() *data {
 	return &data{objects: map[ref]*Object{}, vms: map[string]*ident{}, byUUID: newMultimap[uuidKey](),
-		byName: newMultimap[string](), byHost: newMultimap[string](), details: map[string]*VM{},
+		byName: newMultimap[string](), byHost: newMultimap[string](), byIP: newMultimap[netip.Addr](), details: map[string]*VM{},
 		unreadable: map[string]*ident{}, fields: map[int32]string{}}
 }
 
@@ -119,6 +121,9 @@ func (d *data) index(id *ident) {
 	if id.host != "" {
 		d.byHost.add(id.host, id)
 	}
+	for _, ip := range id.ips {
+		d.byIP.add(ip, id)
+	}
 }
 
 func (d *data) unindex(id *ident) {
@@ -131,6 +136,9 @@ func (d *data) unindex(id *ident) {
 	}
 	if id.host != "" {
 		d.byHost.remove(id.host, id)
+	}
+	for _, ip := range id.ips {
+		d.byIP.remove(ip, id)
 	}
 }
 
@@ -239,6 +247,8 @@ func applyIdent(id *ident, c types.PropertyChange) {
 	case "guest.hostName":
 		s, _ := c.Val.(string)
 		id.host = strings.ToLower(s)
+	case "guest.net":
+		id.ips = guestIPs(c.Val)
 	case "runtime.connectionState":
 		st, _ := c.Val.(types.VirtualMachineConnectionState)
 		id.lost = st == types.VirtualMachineConnectionStateInaccessible ||
@@ -332,6 +342,26 @@ func fieldsOf(val any) map[int32]string {
 		}
 	}
 	return out
+}
+
+// guestIPs are the distinct addresses of a guest.net value, on every
+// adapter (a guest-only one too: an address is someone's whatever the
+// adapter), unmapped and without zone, sorted; nil for none.
+func guestIPs(val any) []netip.Addr {
+	a, ok := val.(types.ArrayOfGuestNicInfo)
+	if !ok {
+		return nil
+	}
+	var out []netip.Addr
+	for _, n := range a.GuestNicInfo {
+		for _, text := range n.IpAddress {
+			if ip, err := netip.ParseAddr(text); err == nil {
+				out = append(out, ip.Unmap().WithZone(""))
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Clip(slices.Compact(out))
 }
 
 func nicsOf(in []types.GuestNicInfo) []NIC {

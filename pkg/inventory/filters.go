@@ -38,6 +38,7 @@ const (
 type specOptions struct {
 	allDetails       bool // every VM's details, not only its identity
 	hostnames        bool // every VM's guest host name
+	guestIPs         bool // every VM's guest addresses (guest.net)
 	clusterGroups    bool // clusters' DRS groups and rules
 	customAttributes bool // the VMs' custom attribute values, and their definitions
 }
@@ -105,10 +106,15 @@ func vmIdentityProperties(o specOptions) []string {
 	switch {
 	case o.allDetails:
 		return detailProperties(o)
-	case o.hostnames:
-		return append(slices.Clip(identityProperties), "guest.hostName")
 	}
-	return identityProperties
+	props := identityProperties
+	if o.hostnames {
+		props = append(slices.Clip(props), "guest.hostName")
+	}
+	if o.guestIPs {
+		props = append(slices.Clip(props), "guest.net")
+	}
+	return props
 }
 
 // detailsSpec is the collector's filter over the VMs of a list view (the

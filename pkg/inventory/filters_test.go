@@ -32,6 +32,8 @@ func TestFilterSpecs(t *testing.T) {
 	}{
 		{"identity only", specOptions{}, identityProperties, false},
 		{"guest host names", specOptions{hostnames: true}, append(slices.Clone(identityProperties), "guest.hostName"), false},
+		{"guest addresses", specOptions{guestIPs: true}, append(slices.Clone(identityProperties), "guest.net"), false},
+		{"host names and addresses", specOptions{hostnames: true, guestIPs: true}, append(slices.Clone(identityProperties), "guest.hostName", "guest.net"), false},
 		{"all details", specOptions{allDetails: true, hostnames: true}, vmProperties, false},
 		{"cluster groups", specOptions{clusterGroups: true}, identityProperties, true},
 	}

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"encoding/hex"
+	"net/netip"
 	"slices"
 	"strings"
 )
@@ -17,6 +18,9 @@ type ident struct {
 	name     string
 	host     string // guest host name, lower case
 	template bool
+	// ips are the guest's addresses (guest.net), when they are followed
+	// for every VM (Options.GuestIPs): who else reports an address.
+	ips []netip.Addr
 	// lost: runtime.connectionState is inaccessible, orphaned or invalid,
 	// so the identity vCenter reports may not be the VM's.
 	lost bool

@@ -44,6 +44,7 @@ type Index struct {
 	allDetails    bool
 	clusterGroups bool // follow clusters' DRS groups and rules
 	hostnames     bool // follow every VM's guest host name
+	guestIPs      bool // follow every VM's guest addresses
 	attributes    bool // follow the details' custom attribute values
 	eagerMax      int  // keep every VM's details when the vCenter has at most this many
 
@@ -68,7 +69,7 @@ func NewIndex(c Client, opts Options) *Index {
 	}
 	ix := &Index{client: c, log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
 		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
-		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, attributes: opts.CustomAttributes,
+		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, guestIPs: opts.GuestIPs, attributes: opts.CustomAttributes,
 		store: newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
 	ix.reader = newBatchReader(ix.readDetails, searchTimeout)
 	return ix
@@ -76,7 +77,7 @@ func NewIndex(c Client, opts Options) *Index {
 
 // specOptions says what the index's collectors and direct reads read.
 func (ix *Index) specOptions() specOptions {
-	return specOptions{allDetails: ix.allDetails, hostnames: ix.hostnames, clusterGroups: ix.clusterGroups, customAttributes: ix.attributes}
+	return specOptions{allDetails: ix.allDetails, hostnames: ix.hostnames, guestIPs: ix.guestIPs, clusterGroups: ix.clusterGroups, customAttributes: ix.attributes}
 }
 
 // VCenter is the name of the vCenter.

@@ -34,6 +34,12 @@ type Options struct {
 	// for FindByGuestHostname. Off, the name is neither read nor kept for
 	// VMs without details: tens of bytes per VM in a big vCenter.
 	GuestHostnames bool
+	// GuestIPs follows every VM's guest addresses (guest.net), for
+	// IPOwners: who else reports an address a kubelet asks a certificate
+	// for. Off, only the VMs whose details are kept have them read: every
+	// VM's adapters cost a few hundred bytes a VM on the wire and tens in
+	// memory.
+	GuestIPs bool
 	// CustomAttributes reads the custom attribute values of the VMs whose
 	// details are kept, and the attributes' definitions (VM.Attributes).
 	CustomAttributes bool
