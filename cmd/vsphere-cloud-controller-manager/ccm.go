@@ -22,10 +22,12 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/servingcsr"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
@@ -66,6 +68,36 @@ func nodeTopologyController(ev *nodeevents.Recorder, m *nodetopology.Metrics) ap
 	}
 }
 
+// servingCSRController registers the serving-csr controller like
+// node-topology: in --controllers, on by default, started under leader
+// election; it does nothing unless nodes.servingCertificates.approve is
+// set (opt-in: approving certificates is a trust decision).
+func servingCSRController(ev *nodeevents.Recorder, m *servingcsr.Metrics) app.ControllerInitFuncConstructor {
+	return app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: servingcsr.ClientName},
+		Constructor: func(ic app.ControllerInitContext, cc *cloudconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				p, ok := cloud.(*provider.Provider)
+				if !ok || p == nil {
+					return nil, false, fmt.Errorf("%s: the cloud provider is not vSphere's", servingcsr.Name)
+				}
+				if !p.Config().Nodes.ServingCertificates.Approve {
+					klog.FromContext(ctx).Info("Kubelet serving certificate requests are left to other approvers (nodes.servingCertificates.approve is off)", "controller", servingcsr.Name)
+					return nil, false, nil
+				}
+				c, err := servingcsr.New(cc.ClientBuilder.ClientOrDie(ic.ClientName),
+					cc.SharedInformers.Certificates().V1().CertificateSigningRequests(), cc.SharedInformers.Core().V1().Nodes(),
+					servingcsr.ProviderFacts{Provider: p}, p, servingcsr.Options{Events: ev, Metrics: m})
+				if err != nil {
+					return nil, false, err
+				}
+				go c.Run(ctx, 2)
+				return nil, true, nil
+			}
+		},
+	}
+}
+
 // newCCMCommand is k8s.io/cloud-provider's controller manager command (its
 // flags, leader election, health and metrics endpoints) with the vSphere
 // provider built explicitly from --cloud-config before anything starts.
@@ -89,6 +121,8 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}) (*cobra
 	events := nodeevents.New(clock.RealClock{})
 	topologyMetrics := nodetopology.NewMetrics()
 	ctrls[nodetopology.Name] = nodeTopologyController(events, topologyMetrics)
+	csrMetrics := servingcsr.NewMetrics()
+	ctrls[servingcsr.Name] = servingCSRController(events, csrMetrics)
 	var prov *provider.Provider
 	cmd := app.NewCloudControllerManagerCommand(opts,
 		func(*cloudconfig.CompletedConfig) cloudprovider.Interface { return prov },
@@ -134,11 +168,14 @@ Operator commands:
 			fmt.Fprintf(stderr, "warning: --controllers=%s leaves out %s: Nodes waiting for a vCenter that returns wait for the framework's per-Node retry (tens of seconds) instead of being initialized within seconds, and placement and drift are not followed after initialization; add it to the list to keep them\n",
 				strings.Join(opts.Generic.Controllers, ","), nodetopology.Name)
 		}
+		if err := needsServingCSR(cfg, opts.Generic.Controllers); err != nil {
+			return err
+		}
 		if cfg.Nodes.SkipNodeDeletion {
 			fmt.Fprintf(stderr, "%s is set: no Node is deleted because its VM is gone (the reference CCM's switch; any value counts, even false)\n", config.SkipNodeDeletionEnv)
 		}
 		m := provider.NewMetrics()
-		for _, c := range slices.Concat(m.Collectors(), topologyMetrics.Collectors(), events.Collectors()) {
+		for _, c := range slices.Concat(m.Collectors(), topologyMetrics.Collectors(), csrMetrics.Collectors(), events.Collectors()) {
 			if err := legacyregistry.Register(c); err != nil {
 				return fmt.Errorf("register metrics: %w", err)
 			}
@@ -211,6 +248,17 @@ func needsNodeTopology(cfg *config.Config) error {
 		return fmt.Errorf("labels.placement is set, but the %s controller that keeps the placement labels current is not enabled", nodetopology.Name)
 	case cfg.Labels.OnDrift != "" && cfg.Labels.OnDrift != config.DriftKeep:
 		return fmt.Errorf("labels.onDrift is %s, but the %s controller that acts on drift is not enabled", cfg.Labels.OnDrift, nodetopology.Name)
+	}
+	return nil
+}
+
+// needsServingCSR refuses serving certificate approval asked for in the
+// config with a --controllers list that leaves its controller out.
+func needsServingCSR(cfg *config.Config, controllers []string) error {
+	if cfg.Nodes.ServingCertificates.Approve &&
+		!genericcontrollermanager.IsControllerEnabled(servingcsr.Name, app.ControllersDisabledByDefault, controllers) {
+		return fmt.Errorf("nodes.servingCertificates.approve is true, but the %s controller that approves them is not enabled: add %s to --controllers (or use --controllers=*), or remove the field",
+			servingcsr.Name, servingcsr.Name)
 	}
 	return nil
 }

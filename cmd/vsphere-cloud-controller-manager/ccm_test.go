@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
@@ -40,5 +41,49 @@ func TestControllersWithoutNodeTopology(t *testing.T) {
 	stderr, err := preRun("", "cloud-node-controller,cloud-node-lifecycle-controller")
 	if err != nil || !strings.Contains(stderr, "warning: --controllers=cloud-node-controller,cloud-node-lifecycle-controller leaves out node-topology") {
 		t.Errorf("no features asked: %v; stderr %q; want a warning saying what is lost", err, stderr)
+	}
+}
+
+// The serving-csr controller is in the default set, so turning approval on
+// needs no flag; an explicit --controllers list that leaves it out refuses
+// the config that turns it on, naming the field and the flag.
+func TestControllersWithoutServingCSR(t *testing.T) {
+	on := &config.Config{Nodes: config.Nodes{ServingCertificates: config.ServingCertificates{Approve: true}}}
+	for _, tc := range []struct {
+		name        string
+		cfg         *config.Config
+		controllers []string
+		refused     bool
+	}{
+		{"on, default controllers", on, []string{"*"}, false},
+		{"on, named in the list", on, []string{"cloud-node-controller", "node-topology", "serving-csr"}, false},
+		{"on, left out of the list", on, []string{"cloud-node-controller", "node-topology"}, true},
+		{"on, disabled by name", on, []string{"*", "-serving-csr"}, true},
+		{"off, left out of the list", &config.Config{}, []string{"cloud-node-controller"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := needsServingCSR(tc.cfg, tc.controllers)
+			switch {
+			case tc.refused && (err == nil || !strings.Contains(err.Error(), "nodes.servingCertificates.approve") || !strings.Contains(err.Error(), "--controllers")):
+				t.Errorf("%v; want an error naming the field and --controllers", err)
+			case !tc.refused && err != nil:
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+	// Through the command: the default --controllers value is "*".
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	must.OK(t, os.WriteFile(path, []byte("vcenter:\n  a:\n    server: vc-a.example.com\n    user: u\n    password: p\nnodes:\n  servingCertificates:\n    approve: true\n"), 0o600))
+	var stderr bytes.Buffer
+	cmd, closeFn, err := newCCMCommand(nil, &stderr, make(chan struct{}))
+	must.OK(t, err)
+	defer closeFn()
+	must.OK(t, cmd.ParseFlags([]string{"--cloud-config=" + path, "--controllers=cloud-node-controller"}))
+	if err := cmd.PreRunE(cmd, nil); err == nil || !strings.Contains(err.Error(), "serving-csr") {
+		t.Errorf("the command accepted approval without its controller: %v", err)
+	}
+	if f := cmd.Flags().Lookup("controllers"); f == nil || f.DefValue != "[*]" {
+		t.Errorf("--controllers default %v, want [*] (serving-csr on by default)", f)
 	}
 }

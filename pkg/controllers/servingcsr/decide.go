@@ -13,6 +13,9 @@ import (
 
 // VM is what this CCM knows, from vCenter, of a Node's VM.
 type VM struct {
+	// ID is the VM's identity across vCenters (vCenter/moref), as
+	// IPOwners names owners.
+	ID string
 	// Name is where it is, for messages (vCenter, datacenter and name).
 	Name      string
 	PoweredOn bool
@@ -25,15 +28,14 @@ type VM struct {
 }
 
 // Facts answers from the inventory, without a vSphere request when it is
-// current. This package declares it; the provider will implement it (not
-// wired yet). An error wrapping ErrUnknown means the answer cannot be told
-// now (a vCenter down, an inventory not synced, a VM found twice): the
-// request waits; any other error is a definite answer.
+// current (ProviderFacts). An error wrapping ErrUnknown means the answer
+// cannot be told now (a vCenter down, an inventory not synced, a VM found
+// twice): the request waits; any other error is a definite answer.
 type Facts interface {
 	// NodeVM is the VM of the Node (by its providerID).
 	NodeVM(ctx context.Context, node *v1.Node) (VM, error)
-	// IPOwners is how many VMs, in every vCenter, report ip.
-	IPOwners(ctx context.Context, ip netip.Addr) (int, error)
+	// IPOwners are the IDs of the VMs, in every vCenter, that report ip.
+	IPOwners(ctx context.Context, ip netip.Addr) ([]string, error)
 }
 
 // ErrUnknown marks an answer that cannot be told now.
@@ -78,12 +80,16 @@ func Decide(ctx context.Context, req Request, node *v1.Node, facts Facts) Verdic
 		}
 		// Any error here is "not known now": the address is the VM's, only
 		// its uniqueness is in question, which never justifies a denial.
-		n, err := facts.IPOwners(ctx, ip)
+		owners, err := facts.IPOwners(ctx, ip)
 		switch {
-		case err != nil || n == 0:
-			return pending("IPOwnersUnknown", "which VMs report IP %s cannot be told now (%d known, %v)", ip, n, err)
-		case n > 1:
-			return deny("SharedIP", "IP SAN %s is reported by %d VMs (a VIP or a moved address proves nothing)", ip, n)
+		case err != nil:
+			return pending("IPOwnersUnknown", "which VMs report IP %s cannot be told now: %v", ip, err)
+		case len(owners) > 1:
+			return deny("SharedIP", "IP SAN %s is reported by %d VMs: %s (a VIP or a moved address proves nothing)", ip, len(owners), strings.Join(owners, ", "))
+		case len(owners) == 0 || owners[0] != vm.ID:
+			// The VM's details and every VM's addresses are followed
+			// apart: they disagree for a moment while an address moves.
+			return pending("IPOwnersUnknown", "IP %s is an address of the VM %s, but the VMs reporting it are %v: the inventory is catching up", ip, vm.Name, owners)
 		}
 	}
 	for _, d := range req.DNSNames {

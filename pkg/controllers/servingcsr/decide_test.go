@@ -15,7 +15,7 @@ import (
 type fakeFacts struct {
 	vms    map[string]VM
 	vmErr  error
-	owners map[netip.Addr]int
+	owners map[netip.Addr][]string
 	ipErr  error
 }
 
@@ -30,7 +30,7 @@ func (f fakeFacts) NodeVM(_ context.Context, node *v1.Node) (VM, error) {
 	return vm, nil
 }
 
-func (f fakeFacts) IPOwners(_ context.Context, ip netip.Addr) (int, error) {
+func (f fakeFacts) IPOwners(_ context.Context, ip netip.Addr) ([]string, error) {
 	return f.owners[ip], f.ipErr
 }
 
@@ -44,11 +44,13 @@ func TestDecide(t *testing.T) {
 	w1 := node("worker-1", "vsphere://4211a1b2-0000-4000-8000-000000000001")
 	facts := fakeFacts{
 		vms: map[string]VM{
-			"worker-1": {Name: "vc-a/dc-1/worker-1", PoweredOn: true, HostName: "worker-1.example.com",
+			"worker-1": {ID: "vc-a/vm-1", Name: "vc-a/dc-1/worker-1", PoweredOn: true, HostName: "worker-1.example.com",
 				Addresses: []netip.Addr{ip("10.0.0.5"), ip("fd00::5")}},
-			"worker-off": {Name: "vc-a/dc-1/worker-off", Addresses: []netip.Addr{ip("10.0.0.7")}},
+			"worker-off": {ID: "vc-a/vm-7", Name: "vc-a/dc-1/worker-off", Addresses: []netip.Addr{ip("10.0.0.7")}},
 		},
-		owners: map[netip.Addr]int{ip("10.0.0.5"): 1, ip("fd00::5"): 1, ip("10.0.0.100"): 2, ip("10.0.0.6"): 1, ip("10.0.0.7"): 1},
+		owners: map[netip.Addr][]string{ip("10.0.0.5"): {"vc-a/vm-1"}, ip("fd00::5"): {"vc-a/vm-1"},
+			ip("10.0.0.100"): {"vc-a/vm-1", "vc-b/vm-3"}, ip("10.0.0.6"): {"vc-a/vm-2"}, ip("10.0.0.7"): {"vc-a/vm-7"},
+			ip("10.0.0.8"): {"vc-b/vm-9"}},
 	}
 	req := func(dns []string, ips ...string) Request {
 		r := Request{Node: "worker-1", DNSNames: dns}
@@ -68,7 +70,7 @@ func TestDecide(t *testing.T) {
 		{"the Node's own names and addresses", req([]string{"worker-1", "WORKER-1.example.com"}, "10.0.0.5", "fd00::5"), w1, facts, Approve, "Proven"},
 		{"another Node's IP", req([]string{"worker-1"}, "10.0.0.6"), w1, facts, Deny, "IPNotNodes"},
 		{"an IP no VM has", req([]string{"worker-1"}, "192.0.2.1"), w1, facts, Deny, "IPNotNodes"},
-		{"a VIP two VMs report", req(nil, "10.0.0.100"), w1, fakeFacts{vms: map[string]VM{"worker-1": {PoweredOn: true, Addresses: []netip.Addr{ip("10.0.0.100")}}}, owners: facts.owners}, Deny, "SharedIP"},
+		{"a VIP two VMs report", req(nil, "10.0.0.100"), w1, fakeFacts{vms: map[string]VM{"worker-1": {ID: "vc-a/vm-1", PoweredOn: true, Addresses: []netip.Addr{ip("10.0.0.100")}}}, owners: facts.owners}, Deny, "SharedIP"},
 		{"another Node's name", req([]string{"worker-2"}, "10.0.0.5"), w1, facts, Deny, "DNSNotNodes"},
 		{"the API server's name", req([]string{"kubernetes.default.svc"}, "10.0.0.5"), w1, facts, Deny, "DNSNotNodes"},
 		{"a name under the host name", req([]string{"evil.worker-1.example.com"}, "10.0.0.5"), w1, facts, Deny, "DNSNotNodes"},
@@ -81,6 +83,10 @@ func TestDecide(t *testing.T) {
 		{"a VM found in two vCenters", req([]string{"worker-1"}), w1, fakeFacts{vmErr: fmt.Errorf("UUID in vc-a and vc-b: %w", ErrUnknown)}, Pending, "VMUnknown"},
 		{"IP owners not known now", req(nil, "10.0.0.5"), w1, fakeFacts{vms: facts.vms, ipErr: fmt.Errorf("vc-b not synced: %w", ErrUnknown)}, Pending, "IPOwnersUnknown"},
 		{"the old IP after the VM's IP changed", req(nil, "10.0.0.4"), w1, facts, Deny, "IPNotNodes"},
+		{"an address moving: the VM's details have it, the index names another VM",
+			req(nil, "10.0.0.8"), w1, fakeFacts{vms: map[string]VM{"worker-1": {ID: "vc-a/vm-1", PoweredOn: true, Addresses: []netip.Addr{ip("10.0.0.8")}}}, owners: facts.owners}, Pending, "IPOwnersUnknown"},
+		{"an address the index has not seen yet",
+			req(nil, "10.0.0.9"), w1, fakeFacts{vms: map[string]VM{"worker-1": {ID: "vc-a/vm-1", PoweredOn: true, Addresses: []netip.Addr{ip("10.0.0.9")}}}, owners: facts.owners}, Pending, "IPOwnersUnknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := Decide(context.Background(), tc.req, tc.node, tc.facts)

@@ -1,0 +1,344 @@
+package servingcsr
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	certinformers "k8s.io/client-go/informers/certificates/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
+)
+
+// Name is the controller's name in --controllers.
+const Name = "serving-csr"
+
+// ClientName names its Kubernetes client (the end of its user agent).
+const ClientName = "serving-csr-controller"
+
+// Component is the source of the events it records on requests.
+const Component = "vsphere-cloud-controller-manager"
+
+// Notices tell when what Facts answer may have changed (the provider).
+type Notices interface {
+	// Changed is closed at the next inventory change, then replaced.
+	Changed() <-chan struct{}
+	// Recovered is closed when a vCenter's inventory next becomes
+	// current, then replaced.
+	Recovered() <-chan struct{}
+}
+
+// Options tune the controller; the zero value is the default.
+type Options struct {
+	// Events receives the events on Nodes (shared with the provider and
+	// node-topology, which de-duplicate them); nil sends none.
+	Events *nodeevents.Recorder
+	// Recorder records the events on requests; nil: Run starts one that
+	// sends them through the controller's client.
+	Recorder record.EventRecorder
+	// Metrics, if set, count the decisions and the requests waiting.
+	Metrics *Metrics
+	// RetryMin and RetryMax bound the back-off of a pending request's
+	// retries (default 1s and 2m); an inventory change or a vCenter that
+	// becomes current retries every pending request at once.
+	RetryMin, RetryMax time.Duration
+	// Clock drives the retries and the conditions' times (default: the
+	// real clock).
+	Clock clock.WithTicker
+}
+
+// Controller approves the kubelet serving requests vCenter proves, denies
+// those it disproves, and retries the others.
+type Controller struct {
+	kube    kubernetes.Interface
+	csrs    certlisters.CertificateSigningRequestLister
+	nodes   corelisters.NodeLister
+	synced  []cache.InformerSynced
+	facts   Facts
+	notices Notices
+	opts    Options
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex
+	pending map[string]waiting // by request name
+}
+
+// waiting is a pending request: its Node and why it waits.
+type waiting struct{ node, reason string }
+
+// New returns a controller on the shared informers; Run starts it.
+func New(kube kubernetes.Interface, csrs certinformers.CertificateSigningRequestInformer, nodes coreinformers.NodeInformer,
+	facts Facts, notices Notices, opts Options) (*Controller, error) {
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = time.Second
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 2 * time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	c := &Controller{kube: kube, csrs: csrs.Lister(), nodes: nodes.Lister(), facts: facts, notices: notices, opts: opts,
+		pending: map[string]waiting{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryMin, opts.RetryMax),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: opts.Clock})}
+	reg, err := csrs.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+			return ok && csr.Spec.SignerName == SignerName
+		},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueue,
+			UpdateFunc: func(_, cur any) { c.enqueue(cur) },
+			DeleteFunc: c.enqueue, // sync forgets it
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: request event handler: %w", Name, err)
+	}
+	nreg, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueNode,
+		UpdateFunc: func(old, cur any) {
+			o, n := old.(*v1.Node), cur.(*v1.Node)
+			// A providerID set by initialization is what a waiting request needs.
+			if o.Spec.ProviderID != n.Spec.ProviderID {
+				c.enqueueNode(cur)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: Node event handler: %w", Name, err)
+	}
+	c.synced = []cache.InformerSynced{reg.HasSynced, nreg.HasSynced}
+	return c, nil
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.queue.Add(key)
+	}
+}
+
+// enqueueNode queues the requests of a Node that wait.
+func (c *Controller) enqueueNode(obj any) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, w := range c.pending {
+		if w.node == n.Name {
+			c.queue.Add(name)
+		}
+	}
+}
+
+// retryPending queues every request that waits.
+func (c *Controller) retryPending() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.pending {
+		c.queue.Add(name)
+	}
+}
+
+// Run decides requests with the given number of workers until ctx ends;
+// it returns once every goroutine it started has stopped.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	log := klog.FromContext(ctx).WithName(Name)
+	ctx = klog.NewContext(ctx, log)
+	var wg wait.Group
+	defer wg.Wait()
+	defer c.queue.ShutDown()
+	if c.opts.Recorder == nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
+		defer b.Shutdown()
+		c.opts.Recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component})
+	}
+	// Taken before the first request is decided: a change after it
+	// either is seen by that decision or fires the channel.
+	changed, recovered := c.notices.Changed(), c.notices.Recovered()
+	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
+		return
+	}
+	log.Info("Started: approving kubelet serving certificates vCenter proves", "workers", workers)
+	c.opts.Metrics.initialize()
+	wg.Start(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+				changed = c.notices.Changed()
+			case <-recovered:
+				recovered = c.notices.Recovered()
+			}
+			c.retryPending()
+		}
+	})
+	for range workers {
+		wg.StartWithContext(ctx, func(ctx context.Context) {
+			for c.next(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) next(ctx context.Context) bool {
+	name, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(name)
+	wait, err := c.sync(ctx, name)
+	switch {
+	case err != nil:
+		klog.FromContext(ctx).Error(err, "Request not decided; retrying", "csr", name)
+		c.queue.AddRateLimited(name)
+	case wait:
+		c.queue.AddRateLimited(name)
+	default:
+		c.queue.Forget(name)
+	}
+	return true
+}
+
+// sync decides one request; it reports whether the request waits.
+func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
+	csr, err := c.csrs.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.settle(name)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	req, v := Inspect(csr)
+	if v != nil && v.Decision == Ignore {
+		c.settle(name)
+		return false, nil
+	}
+	var node *v1.Node // nil when it does not exist
+	if n := NodeName(csr); n != "" {
+		if node, err = c.nodes.Get(n); apierrors.IsNotFound(err) {
+			node = nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	if v == nil {
+		decided := Decide(ctx, req, node, c.facts)
+		v = &decided
+	}
+	log := klog.FromContext(ctx).WithValues("csr", name, "node", NodeName(csr))
+	if v.Decision == Pending {
+		if c.wait(name, req.Node, v.Reason) {
+			log.V(2).Info("Serving certificate request waits", "reason", v.Reason, "message", v.Message)
+			c.record(csr, node, v)
+		}
+		return true, nil
+	}
+	if err := c.conclude(ctx, csr, v); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.settle(name)
+			return false, nil
+		}
+		return false, fmt.Errorf("%s: %w", v.Decision, err)
+	}
+	log.Info("Serving certificate request "+string(v.Decision)+"d", "reason", v.Reason, "message", v.Message)
+	c.settle(name)
+	c.record(csr, node, v)
+	return false, nil
+}
+
+// conclude writes an approval or a denial. The request is the informer's
+// copy: if it changed since (another approver), the write conflicts and
+// the next sync sees the change.
+func (c *Controller) conclude(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, v *Verdict) error {
+	csr = csr.DeepCopy()
+	cond := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue,
+		Reason: v.Reason, Message: Component + ": " + v.Message, LastUpdateTime: metav1.NewTime(c.opts.Clock.Now())}
+	if v.Decision == Deny {
+		cond.Type = certificatesv1.CertificateDenied
+	}
+	csr.Status.Conditions = append(csr.Status.Conditions, cond)
+	_, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+	return err
+}
+
+// wait records that a request waits for reason; it reports whether that
+// is news (a new request, or a new reason), worth an event.
+func (c *Controller) wait(name, node, reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev, ok := c.pending[name]
+	c.pending[name] = waiting{node: node, reason: reason}
+	c.opts.Metrics.setPending(c.pending)
+	return !ok || prev.reason != reason
+}
+
+// settle forgets a request that no longer waits.
+func (c *Controller) settle(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[name]; ok {
+		delete(c.pending, name)
+		c.opts.Metrics.setPending(c.pending)
+	}
+}
+
+// record counts a verdict and sends its events, on the request and on
+// its Node (when it exists).
+func (c *Controller) record(csr *certificatesv1.CertificateSigningRequest, node *v1.Node, v *Verdict) {
+	c.opts.Metrics.decided(v)
+	reason, eventType := "ServingCertificate"+eventWord[v.Decision], v1.EventTypeNormal
+	if v.Decision == Deny {
+		eventType = v1.EventTypeWarning
+	}
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(csr, eventType, reason, v.Reason+": "+v.Message)
+	}
+	if node != nil {
+		c.opts.Events.Event(node, eventType, reason, fmt.Sprintf("request %s: %s: %s", csr.Name, v.Reason, v.Message))
+	}
+}
+
+var eventWord = map[Decision]string{Approve: "Approved", Deny: "Denied", Pending: "Pending"}
+
+// Pending lists the requests that wait and why, by name (for tests and
+// status pages).
+func (c *Controller) Pending() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]string, len(c.pending))
+	for name, w := range c.pending {
+		out[name] = w.reason
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
+)
+
+// ServingIdentity is what vCenter says now of a Node's VM, to check the
+// names and addresses a kubelet asks a serving certificate for.
+type ServingIdentity struct {
+	VM inventory.VM
+	// IPs are the addresses this provider computes for the Node
+	// (Addresses: its address rules over what the guest reports), never
+	// the Node's status, which the node writes itself.
+	IPs []netip.Addr
+}
+
+// ServingIdentity finds node's VM by the BIOS UUID of its providerID
+// only (a VM recreated under the Node's name is another machine) and
+// computes the Node's addresses, when vCenter answers for it now: every
+// vCenter's inventory is current (Status), so that no second VM with the
+// UUID can hide in one that cannot answer, and the VM is connected, so
+// that its power state and guest are vCenter's word now. It has no
+// effects and makes no request when the inventories are current.
+//
+// An error wrapping inventory.ErrNotFound is definite (every vCenter
+// answered and none has the VM); any other error means the answer
+// cannot be told now.
+func (p *Provider) ServingIdentity(ctx context.Context, node *v1.Node) (ServingIdentity, error) {
+	if !p.ready() {
+		return ServingIdentity{}, p.notReady()
+	}
+	if !providerid.Owned(node.Spec.ProviderID) {
+		return ServingIdentity{}, fmt.Errorf("node %s has no %s providerID", node.Name, providerid.Prefix)
+	}
+	uuid, err := providerid.UUID(node.Spec.ProviderID)
+	if err != nil {
+		return ServingIdentity{}, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	for _, ix := range p.inv.Indexes() {
+		if ok, _, err := ix.Status(); !ok {
+			return ServingIdentity{}, fmt.Errorf("a second VM with the BIOS UUID of node %s cannot be ruled out: %w", node.Name, err)
+		}
+	}
+	vm, err := p.inv.FindByUUID(ctx, uuid)
+	if err != nil {
+		return ServingIdentity{}, fmt.Errorf("node %s (providerID %s): %w", node.Name, node.Spec.ProviderID, err)
+	}
+	out := ServingIdentity{VM: vm}
+	if vm.ConnectionState != types.VirtualMachineConnectionStateConnected {
+		return out, fmt.Errorf("VM %s of node %s has connection state %q: its host does not answer, so what it reports is the last vCenter knew",
+			vm.Location(), node.Name, vm.ConnectionState)
+	}
+	if vm.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		return out, nil // no addresses to compute: the caller waits for power
+	}
+	vc, _ := p.cfg.VCenter(vm.VCenter)
+	addrs, err := Addresses(vm, p.cfg.Nodes, vc.IPFamilies)
+	if err != nil {
+		return out, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	for _, a := range addrs {
+		if a.Type != v1.NodeInternalIP && a.Type != v1.NodeExternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out.IPs = append(out.IPs, ip.Unmap().WithZone(""))
+		}
+	}
+	return out, nil
+}
+
+// IPOwners lists every VM, in every vCenter, whose guest reports ip, from
+// the inventories alone (nodes.servingCertificates.approve follows every
+// VM's guest addresses). An error means the list may be incomplete.
+func (p *Provider) IPOwners(ip netip.Addr) ([]inventory.IPOwner, error) {
+	if !p.ready() {
+		return nil, p.notReady()
+	}
+	return p.inv.IPOwners(ip)
+}
