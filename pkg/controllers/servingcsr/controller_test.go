@@ -1,0 +1,219 @@
+package servingcsr
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+)
+
+// switchFacts are Facts that can be changed while the controller runs.
+type switchFacts struct {
+	mu    sync.Mutex
+	facts fakeFacts
+}
+
+func (s *switchFacts) set(f fakeFacts) { s.mu.Lock(); s.facts = f; s.mu.Unlock() }
+
+func (s *switchFacts) NodeVM(ctx context.Context, n *v1.Node) (VM, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.facts.NodeVM(ctx, n)
+}
+
+func (s *switchFacts) IPOwners(ctx context.Context, ip netip.Addr) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.facts.IPOwners(ctx, ip)
+}
+
+// notices fire on demand.
+type notices struct {
+	mu                 sync.Mutex
+	changed, recovered chan struct{}
+}
+
+func newNotices() *notices { return &notices{changed: make(chan struct{}), recovered: make(chan struct{})} }
+
+func (n *notices) Changed() <-chan struct{} { n.mu.Lock(); defer n.mu.Unlock(); return n.changed }
+func (n *notices) Recovered() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.recovered
+}
+
+func (n *notices) recover() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.recovered)
+	n.recovered = make(chan struct{})
+}
+
+// TestController: requests that exist before the controller starts are
+// decided (a list, not only new events); another signer's and decided
+// requests are never written; a proven request is approved through the
+// approval subresource, a disproven one denied, each with an event on
+// the request and a count; one that cannot be told waits, unwritten,
+// and is approved as soon as a vCenter recovers.
+func TestController(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	node := func(name string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-00000000000" + name[len(name)-1:]}}
+	}
+	for_ := func(name, nodeName string, ip string, mut func(*certificatesv1.CertificateSigningRequest)) *certificatesv1.CertificateSigningRequest {
+		tmpl := template()
+		tmpl.Subject.CommonName = "system:node:" + nodeName
+		tmpl.DNSNames = []string{nodeName}
+		tmpl.IPAddresses = []net.IP{net.ParseIP(ip)}
+		return csrOf(t, tmpl, func(c *certificatesv1.CertificateSigningRequest) {
+			c.Name = name
+			c.Spec.Username = "system:node:" + nodeName
+			if mut != nil {
+				mut(c)
+			}
+		})
+	}
+	objs := []runtime.Object{
+		node("worker-1"), node("worker-2"), node("worker-3"),
+		for_("proven", "worker-1", "10.0.0.5", nil),
+		for_("other-signer", "worker-1", "10.0.0.5", func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = certificatesv1.KubeAPIServerClientKubeletSignerName
+		}),
+		for_("decided", "worker-1", "10.0.0.6", func(c *certificatesv1.CertificateSigningRequest) {
+			c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue}}
+		}),
+		for_("another-nodes-ip", "worker-1", "10.0.0.6", nil),
+		for_("waits", "worker-2", "10.0.0.6", nil),
+		for_("not-a-node", "worker-3", "10.0.0.7", func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Username, c.Spec.Groups = "system:serviceaccount:kube-system:evil", []string{"system:serviceaccounts"}
+		}),
+	}
+	kube := fake.NewClientset(objs...)
+	vms := map[string]VM{
+		"worker-1": {ID: "vc-a/vm-1", Name: "vc-a/dc/worker-1", PoweredOn: true, Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.5")}},
+		"worker-2": {ID: "vc-b/vm-2", Name: "vc-b/dc/worker-2", PoweredOn: true, Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.6")}},
+	}
+	owners := map[netip.Addr][]string{netip.MustParseAddr("10.0.0.5"): {"vc-a/vm-1"}, netip.MustParseAddr("10.0.0.6"): {"vc-b/vm-2"}}
+	facts := &switchFacts{}
+	// worker-2's vCenter is down: its request must wait.
+	facts.set(fakeFacts{vms: vms, owners: owners})
+	down := &downFor{node: "worker-2", facts: facts}
+	n := newNotices()
+	events := record.NewFakeRecorder(100)
+	m := NewMetrics()
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), down, n,
+		Options{Recorder: events, Metrics: m, RetryMin: time.Hour, RetryMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, 2) }()
+	defer func() { cancel(); <-done }()
+
+	condition := func(name string) (certificatesv1.RequestConditionType, string) {
+		csr, err := kube.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(csr.Status.Conditions) == 0 {
+			return "", ""
+		}
+		last := csr.Status.Conditions[len(csr.Status.Conditions)-1]
+		return last.Type, last.Reason
+	}
+	poll.True(t, "proven approved", func() bool { ty, _ := condition("proven"); return ty == certificatesv1.CertificateApproved })
+	poll.True(t, "another Node's IP denied", func() bool {
+		ty, r := condition("another-nodes-ip")
+		return ty == certificatesv1.CertificateDenied && r == "IPNotNodes"
+	})
+	poll.True(t, "not a Node denied", func() bool {
+		ty, r := condition("not-a-node")
+		return ty == certificatesv1.CertificateDenied && r == "NotANode"
+	})
+	poll.True(t, "worker-2's request waits", func() bool { return c.Pending()["waits"] == "VMUnknown" })
+	if ty, _ := condition("waits"); ty != "" {
+		t.Errorf("a request that cannot be told was decided: %s", ty)
+	}
+
+	// vCenter back: the waiting request is approved without waiting for
+	// its back-off (an hour here).
+	down.up()
+	n.recover()
+	poll.True(t, "approved once its vCenter is back", func() bool { ty, _ := condition("waits"); return ty == certificatesv1.CertificateApproved })
+	if p := c.Pending(); len(p) != 0 {
+		t.Errorf("still pending: %v", p)
+	}
+
+	// Never written: another signer's request and a decided one.
+	for _, a := range kube.Actions() {
+		if u, ok := a.(k8stesting.UpdateAction); ok {
+			name := u.GetObject().(*certificatesv1.CertificateSigningRequest).Name
+			if name == "other-signer" || name == "decided" {
+				t.Errorf("%s written: %s %s", name, a.GetVerb(), a.GetSubresource())
+			}
+			if a.GetSubresource() != "approval" {
+				t.Errorf("%s written through %q, not the approval subresource", name, a.GetSubresource())
+			}
+		}
+	}
+	var got []string
+	for len(events.Events) > 0 {
+		got = append(got, <-events.Events)
+	}
+	for _, want := range []string{"Normal ServingCertificateApproved Proven", "Warning ServingCertificateDenied IPNotNodes",
+		"Warning ServingCertificateDenied NotANode", "Normal ServingCertificatePending VMUnknown"} {
+		if !containsPrefix(got, want) {
+			t.Errorf("no event %q in %q", want, got)
+		}
+	}
+}
+
+// downFor answers "cannot be told now" for one Node until up.
+type downFor struct {
+	mu    sync.Mutex
+	node  string
+	isUp  bool
+	facts Facts
+}
+
+func (d *downFor) up() { d.mu.Lock(); d.isUp = true; d.mu.Unlock() }
+
+func (d *downFor) NodeVM(ctx context.Context, n *v1.Node) (VM, error) {
+	d.mu.Lock()
+	up := d.isUp
+	d.mu.Unlock()
+	if !up && n.Name == d.node {
+		return VM{}, fmt.Errorf("vCenter vc-b is down: %w", ErrUnknown)
+	}
+	return d.facts.NodeVM(ctx, n)
+}
+
+func (d *downFor) IPOwners(ctx context.Context, ip netip.Addr) ([]string, error) {
+	return d.facts.IPOwners(ctx, ip)
+}
+
+func containsPrefix(list []string, p string) bool {
+	for _, s := range list {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
