@@ -176,3 +176,58 @@ func mounted(pod *corev1.PodSpec, path string) error {
 	}
 	return errors.New("under no volume mount of the container (its root filesystem is read-only)")
 }
+
+// TestChartServingCertificates: the RBAC to approve kubelet serving
+// requests is rendered only with nodes.servingCertificates.approve, and
+// then the rendered config turns approval on; it covers the one signer.
+func TestChartServingCertificates(t *testing.T) {
+	h := helm(t)
+	values := "testdata/stretched-values.yaml"
+	render := func(args ...string) (cfg *config.Config, approve []rbacv1.PolicyRule) {
+		t.Helper()
+		manifests, err := run(t, h, append([]string{"template", "ccm", chart, "-n", "kube-system", "-f", values}, args...)...)
+		if err != nil {
+			t.Fatalf("helm template %v: %v", args, err)
+		}
+		for _, obj := range decodeAll(t, manifests) {
+			switch o := obj.(type) {
+			case *rbacv1.ClusterRole:
+				for _, r := range o.Rules {
+					if slices.Contains(r.APIGroups, "certificates.k8s.io") {
+						approve = append(approve, r)
+					}
+				}
+			case *corev1.ConfigMap:
+				if o.Name == "vsphere-cloud-config" {
+					if cfg, _, err = config.Parse("helm:vsphere.conf", []byte(o.Data["vsphere.conf"]), config.Options{}); err != nil {
+						t.Fatalf("rendered config %v: %v", args, err)
+					}
+				}
+			}
+		}
+		return cfg, approve
+	}
+	cfg, rules := render()
+	if cfg.Nodes.ServingCertificates.Approve || len(rules) != 0 {
+		t.Errorf("off by default: approve %v, certificate rules %v", cfg.Nodes.ServingCertificates.Approve, rules)
+	}
+	if _, err := run(t, h, "lint", "--strict", chart, "-f", values, "--set", "nodes.servingCertificates.approve=true"); err != nil {
+		t.Errorf("helm lint with approval: %v", err)
+	}
+	cfg, rules = render("--set", "nodes.servingCertificates.approve=true")
+	if !cfg.Nodes.ServingCertificates.Approve {
+		t.Error("approval asked for, not in the rendered config")
+	}
+	var signers, approval bool
+	for _, r := range rules {
+		if slices.Contains(r.Resources, "signers") {
+			signers = slices.Equal(r.ResourceNames, []string{"kubernetes.io/kubelet-serving"}) && slices.Equal(r.Verbs, []string{"approve"})
+		}
+		if slices.Contains(r.Resources, "certificatesigningrequests/approval") {
+			approval = slices.Equal(r.Verbs, []string{"update"})
+		}
+	}
+	if !signers || !approval {
+		t.Errorf("approval RBAC: %+v", rules)
+	}
+}
