@@ -86,6 +86,7 @@ func writePKI(dir string) (*pki, error) {
 	}
 	files := map[string][]byte{
 		"ca.crt":     p.caCert,
+		"ca.key":     p.caKey,
 		"server.crt": sc,
 		"server.key": sk,
 		"sa.key":     pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),

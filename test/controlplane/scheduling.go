@@ -44,6 +44,26 @@ func (cp *ControlPlane) StartScheduling(ctx context.Context, binDir string, extr
 	return nil
 }
 
+// StartSigning adds a kube-controller-manager that runs only the
+// certificate signer (csrsigning), with this control plane's CA: it signs
+// the approved requests of the kubernetes.io signers, kubelet serving
+// among them, after its own checks of their shape, as in a real cluster.
+func (cp *ControlPlane) StartSigning(ctx context.Context, binDir string) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	return cp.spawn(filepath.Join(binDir, "kube-controller-manager"), "kube-controller-manager-signing",
+		"--kubeconfig="+cp.Kubeconfig,
+		"--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[0]),
+		"--controllers=csrsigning",
+		"--cluster-signing-cert-file="+filepath.Join(cp.Dir, "ca.crt"),
+		"--cluster-signing-key-file="+filepath.Join(cp.Dir, "ca.key"),
+		"--use-service-account-credentials=false",
+		"--leader-elect=false", "--v=1")
+}
+
 // MarkReady does what a kubelet and the node lifecycle controller do for
 // a healthy Node that this control plane has neither: a Ready condition,
 // capacity for pods, and no not-ready taint. The CCM's uninitialized
