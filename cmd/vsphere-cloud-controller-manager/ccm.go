@@ -137,7 +137,8 @@ Operator commands:
   vsphere-cloud-controller-manager config validate FILE
   vsphere-cloud-controller-manager config convert FILE
   vsphere-cloud-controller-manager topology explain --cloud-config FILE
-  vsphere-cloud-controller-manager migrate preflight --cloud-config FILE --kubeconfig FILE`
+  vsphere-cloud-controller-manager migrate preflight --cloud-config FILE --kubeconfig FILE
+  vsphere-cloud-controller-manager csr explain --cloud-config FILE --kubeconfig FILE [NAME...]`
 	cmd.SilenceUsage = true
 	cmd.SilenceErrors = true
 	cmd.SetGlobalNormalizationFunc(cliflag.WordSepNormalizeFunc)

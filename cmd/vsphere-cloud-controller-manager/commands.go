@@ -70,7 +70,8 @@ func newRootCommand(ctx context.Context, env []string, stdout, stderr io.Writer)
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newConfigCommand(env, stdout, stderr), newTopologyCommand(ctx, env, stdout, stderr), newMigrateCommand(ctx, env, stdout, stderr))
+	root.AddCommand(newConfigCommand(env, stdout, stderr), newTopologyCommand(ctx, env, stdout, stderr), newMigrateCommand(ctx, env, stdout, stderr),
+		newCSRCommand(ctx, env, stdout, stderr))
 	return root
 }
 

@@ -3,15 +3,18 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -381,6 +384,11 @@ func TestServingCertificates(t *testing.T) {
 		name := h.request(t, r)
 		h.waitCSREvent(t, name, "ServingCertificatePending", "VMUnknown")
 		h.notApproved(t, name)
+		// The operator's command says why it waits, and exits 3.
+		code, out := h.csrExplain(t, name)
+		if code != 3 || !strings.Contains(out, name) || !strings.Contains(out, "pending") || !strings.Contains(out, "VMUnknown") || !strings.Contains(out, "vc-c") {
+			t.Errorf("csr explain: exit %d\n%s", code, out)
+		}
 		must.OK(t, vcC.SetMode(vcsim.Up))
 		back := time.Now()
 		h.approvedWithSANs(t, name, r)
@@ -417,6 +425,26 @@ func TestServingCertificates(t *testing.T) {
 	if v := c.metric(t, `vsphere_ccm_serving_csr_decisions_total{decision="deny",reason="IPNotNodes"}`); v < 3 {
 		t.Errorf("IPNotNodes denials counted: %v", v)
 	}
+}
+
+// csrExplain runs `csr explain` on the named requests and returns its
+// exit status and output.
+func (h *harness) csrExplain(t *testing.T, names ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(h.ctx, h.binary, append([]string{"csr", "explain", "--cloud-config", h.cfgPath,
+		"--kubeconfig", h.cp.Kubeconfig, "--timeout", "30s"}, names...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), out.String()
+	}
+	t.Fatalf("csr explain: %v", err)
+	return 0, ""
 }
 
 // TestServingCertificatesOff: without nodes.servingCertificates.approve
