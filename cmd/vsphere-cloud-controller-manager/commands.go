@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,7 +24,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 // operator commands (config, topology), or else the controller manager,
 // which runs until ctx ends.
 func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "config" && args[0] != "topology" && args[0] != "migrate") {
+	if len(args) == 0 || !slices.Contains([]string{"config", "topology", "migrate", "csr"}, args[0]) {
 		return runCCM(ctx, args, env, stdout, stderr)
 	}
 	root := newRootCommand(ctx, env, stdout, stderr)

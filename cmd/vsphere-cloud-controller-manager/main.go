@@ -1,7 +1,8 @@
 // Command vsphere-cloud-controller-manager is the Kubernetes cloud
 // controller manager for VMware vSphere, and the operator's tool for its
 // cloud-config (config validate, config convert), topology (topology
-// explain) and migration from another vSphere CCM (migrate preflight).
+// explain), migration from another vSphere CCM (migrate preflight) and
+// kubelet serving certificate requests (csr explain).
 package main
 
 import (

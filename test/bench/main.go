@@ -18,6 +18,10 @@
 //     call slowed so that the whole first read cannot fit in requestTimeout:
 //     time to sync and peak RSS.
 //
+//   - csr: N Nodes with serving certificate approval on; every kubelet asks
+//     for a serving certificate at once: creation-to-approval times and the
+//     vSphere requests made per request beyond the inventory's long polls.
+//
 //   - firstlookup: 50 Nodes among 2,000 and among 20,000 VMs (above the
 //     inventory's eager limit: details are read at each Node's first
 //     lookup), default controller flags: the time until every Node is
@@ -55,7 +59,7 @@ type env struct {
 type report struct{ measure, value, target string }
 
 func main() {
-	scenarios := flag.String("scenarios", "scale,site,failover,drift,bigvc,firstlookup", "comma-separated scenarios to run")
+	scenarios := flag.String("scenarios", "scale,site,failover,drift,bigvc,firstlookup,csr", "comma-separated scenarios to run")
 	n := flag.Int("n", 1000, "scale: number of nodes")
 	ccm := flag.String("ccm", "bin/vsphere-cloud-controller-manager", "the CCM binary")
 	zero := flag.String("zerocost", "bin/zerocost", "scale: the zero-cost CCM binary")
@@ -76,11 +80,12 @@ func main() {
 			return bigVC(ctx, e, *bigVMs, *bigNodes, *bigDelay)
 		},
 		"firstlookup": func(ctx context.Context, e env) ([]report, error) { return firstLookup(ctx, e, 2000, 20000, 50) },
+		"csr":         func(ctx context.Context, e env) ([]report, error) { return servingCSRs(ctx, e, *n) },
 	}
 	var selected []string
 	for _, s := range strings.Split(*scenarios, ",") {
 		if run[s] == nil {
-			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (scale, site, failover, drift, bigvc, firstlookup)\n", s)
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (scale, site, failover, drift, bigvc, firstlookup, csr)\n", s)
 			os.Exit(2)
 		}
 		selected = append(selected, s)

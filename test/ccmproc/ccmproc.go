@@ -283,7 +283,12 @@ func (p *Process) Gauge(series string) float64 {
 }
 
 // Counts are vSphere requests by API.
-type Counts struct{ SOAP, REST, RESTLogins float64 }
+type Counts struct {
+	SOAP, REST, RESTLogins float64
+	// Polls are the inventory's long polls (WaitForUpdatesEx), which run
+	// whatever the CCM is asked: the other requests are the work's.
+	Polls float64
+}
 
 // ScrapeCounts sums vsphere_ccm_vcenter_requests_total by API from /metrics.
 func (p *Process) ScrapeCounts() (Counts, error) {
@@ -308,6 +313,9 @@ func (p *Process) ScrapeCounts() (Counts, error) {
 		switch {
 		case strings.Contains(line, `api="soap"`):
 			c.SOAP += v
+			if strings.Contains(line, `method="WaitForUpdatesEx"`) {
+				c.Polls += v
+			}
 		case strings.Contains(line, `api="rest"`):
 			c.REST += v
 			if strings.Contains(line, `method="session:post"`) {

@@ -300,7 +300,7 @@ func TestServingCertificates(t *testing.T) {
 		{"another Node's IP", with(func(r *servingRequest) { r.ips = append(r.ips, b.IPv4) }), "IPNotNodes"},
 		{"an IP no VM has", with(func(r *servingRequest) { r.ips = append(r.ips, "192.0.2.200") }), "IPNotNodes"},
 		{"another Node's name", with(func(r *servingRequest) { r.dns = append(r.dns, b.Name) }), "DNSNotNodes"},
-		{"a wildcard", with(func(r *servingRequest) { r.dns = append(r.dns, "*."+a.Name) }), "ForbiddenSAN"},
+		{"a wildcard", with(func(r *servingRequest) { r.dns = append(r.dns, "*."+a.Name) }), "SANNotAllowed"},
 		{"the API server's names", with(func(r *servingRequest) {
 			r.dns = append(r.dns, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 		}), "DNSNotNodes"},
@@ -308,10 +308,10 @@ func TestServingCertificates(t *testing.T) {
 		{"a CN that is not the requester", with(func(r *servingRequest) { r.cn = "system:node:" + b.Name }), "SubjectMismatch"},
 		{"client auth usage", with(func(r *servingRequest) {
 			r.usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth}
-		}), "ForbiddenUsage"},
-		{"a URI SAN", with(func(r *servingRequest) { r.uris = []string{"spiffe://cluster.local/ns/kube-system/sa/admin"} }), "ForbiddenSAN"},
-		{"an email SAN", with(func(r *servingRequest) { r.emails = []string{"admin@example.com"} }), "ForbiddenSAN"},
-		{"a loopback IP", with(func(r *servingRequest) { r.ips = append(r.ips, "127.0.0.1") }), "ForbiddenSAN"},
+		}), "UsageNotAllowed"},
+		{"a URI SAN", with(func(r *servingRequest) { r.uris = []string{"spiffe://cluster.local/ns/kube-system/sa/admin"} }), "SANNotAllowed"},
+		{"an email SAN", with(func(r *servingRequest) { r.emails = []string{"admin@example.com"} }), "SANNotAllowed"},
+		{"a loopback IP", with(func(r *servingRequest) { r.ips = append(r.ips, "127.0.0.1") }), "SANNotAllowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { denied(t, tc.req, tc.reason) })
 	}
@@ -348,6 +348,18 @@ func TestServingCertificates(t *testing.T) {
 		vm := h.fleet.VCenter("vc-b").VMs[2]
 		r := h.ownRequest(t, vm)
 		h.powerOff(t, vm)
+		// The sync point: the lifecycle controller's shutdown taint comes
+		// from the same inventory, so the CCM knows the VM is off.
+		poll.NoError(t, "shutdown taint on "+vm.Name, 60*time.Second, func() error {
+			n, err := h.node(vm.Name)
+			if err != nil {
+				return err
+			}
+			if !hasTaint(n, "node.cloudprovider.kubernetes.io/shutdown") {
+				return errNotYet
+			}
+			return nil
+		})
 		name := h.request(t, r)
 		h.waitCSREvent(t, name, "ServingCertificatePending", "VMPoweredOff")
 		h.notApproved(t, name)
@@ -359,15 +371,11 @@ func TestServingCertificates(t *testing.T) {
 		vcC := h.fleet.VCenter("vc-c")
 		vcC.SetUUID(dup.Ref, vm.UUID)
 		defer vcC.SetUUID(dup.Ref, dup.UUID)
-		poll.NoError(t, "the duplicate seen", 60*time.Second, func() error {
-			name := h.request(t, r)
-			ev := h.waitCSREvent(t, name, "ServingCertificatePending", "")
-			h.notApproved(t, name)
-			if !strings.Contains(ev.Message, "VMs match") {
-				return fmt.Errorf("pending for another reason: %s", ev.Message)
-			}
-			return nil
-		})
+		// The sync point: the Node's next status pass finds the UUID twice.
+		h.waitEvent(t, vm.Name, "AmbiguousVM", dup.Name)
+		name := h.request(t, r)
+		h.waitCSREvent(t, name, "ServingCertificatePending", "VMs match")
+		h.notApproved(t, name)
 	})
 
 	t.Run("a vCenter down, then back", func(t *testing.T) {

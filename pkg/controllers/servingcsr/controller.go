@@ -271,7 +271,7 @@ func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
 		}
 		return false, fmt.Errorf("%s: %w", v.Decision, err)
 	}
-	log.Info("Serving certificate request "+string(v.Decision)+"d", "reason", v.Reason, "message", v.Message)
+	log.Info("Serving certificate request "+pastTense[v.Decision], "reason", v.Reason, "message", v.Message)
 	c.settle(name)
 	c.record(csr, node, v)
 	return false, nil
@@ -329,7 +329,10 @@ func (c *Controller) record(csr *certificatesv1.CertificateSigningRequest, node 
 	}
 }
 
-var eventWord = map[Decision]string{Approve: "Approved", Deny: "Denied", Pending: "Pending"}
+var (
+	eventWord = map[Decision]string{Approve: "Approved", Deny: "Denied", Pending: "Pending"}
+	pastTense = map[Decision]string{Approve: "approved", Deny: "denied"}
+)
 
 // Pending lists the requests that wait and why, by name (for tests and
 // status pages).

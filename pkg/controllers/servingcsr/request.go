@@ -85,11 +85,11 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) 
 	}
 	for _, u := range csr.Spec.Usages {
 		if !slices.Contains(allowedUsages, u) {
-			return deny("ForbiddenUsage", "usage %q: a serving certificate has only server auth, digital signature and key encipherment", u)
+			return deny("UsageNotAllowed", "usage %q: a serving certificate has only server auth, digital signature and key encipherment", u)
 		}
 	}
 	if !slices.Contains(csr.Spec.Usages, certificatesv1.UsageServerAuth) {
-		return deny("ForbiddenUsage", "no server auth usage")
+		return deny("UsageNotAllowed", "no server auth usage")
 	}
 	block, _ := pem.Decode(csr.Spec.Request)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
@@ -109,7 +109,7 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) 
 		return deny("SubjectMismatch", "subject organization %q, want [%s]", x.Subject.Organization, nodesGroup)
 	}
 	if len(x.EmailAddresses) > 0 || len(x.URIs) > 0 {
-		return deny("ForbiddenSAN", "email or URI SANs (%d, %d): a kubelet serving certificate has DNS and IP SANs only", len(x.EmailAddresses), len(x.URIs))
+		return deny("SANNotAllowed", "email or URI SANs (%d, %d): a kubelet serving certificate has DNS and IP SANs only", len(x.EmailAddresses), len(x.URIs))
 	}
 	if len(x.DNSNames) == 0 && len(x.IPAddresses) == 0 {
 		return deny("NoSAN", "no DNS or IP SAN")
@@ -117,7 +117,7 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) 
 	req := Request{Node: node, DNSNames: x.DNSNames}
 	for _, d := range x.DNSNames {
 		if strings.Contains(d, "*") {
-			return deny("ForbiddenSAN", "wildcard DNS SAN %q", d)
+			return deny("SANNotAllowed", "wildcard DNS SAN %q", d)
 		}
 	}
 	for _, ip := range x.IPAddresses {
@@ -127,7 +127,7 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) 
 		}
 		a = a.Unmap()
 		if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() {
-			return deny("ForbiddenSAN", "IP SAN %s is not a node address", a)
+			return deny("SANNotAllowed", "IP SAN %s is not a node address", a)
 		}
 		req.IPs = append(req.IPs, a)
 	}

@@ -96,16 +96,16 @@ func TestInspect(t *testing.T) {
 		}), decision: Deny, reason: "SubjectMismatch"},
 		{name: "client auth usage", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Usages = append(c.Spec.Usages, certificatesv1.UsageClientAuth)
-		}, decision: Deny, reason: "ForbiddenUsage"},
+		}, decision: Deny, reason: "UsageNotAllowed"},
 		{name: "no server auth", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature}
-		}, decision: Deny, reason: "ForbiddenUsage"},
-		{name: "a URI SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.URIs = []*url.URL{uri} }), decision: Deny, reason: "ForbiddenSAN"},
-		{name: "an email SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.EmailAddresses = []string{"a@example.com"} }), decision: Deny, reason: "ForbiddenSAN"},
+		}, decision: Deny, reason: "UsageNotAllowed"},
+		{name: "a URI SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.URIs = []*url.URL{uri} }), decision: Deny, reason: "SANNotAllowed"},
+		{name: "an email SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.EmailAddresses = []string{"a@example.com"} }), decision: Deny, reason: "SANNotAllowed"},
 		{name: "no SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames, r.IPAddresses = nil, nil }), decision: Deny, reason: "NoSAN"},
-		{name: "a wildcard", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames = append(r.DNSNames, "*.example.com") }), decision: Deny, reason: "ForbiddenSAN"},
-		{name: "loopback", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.IPAddresses = append(r.IPAddresses, net.ParseIP("127.0.0.1")) }), decision: Deny, reason: "ForbiddenSAN"},
-		{name: "link-local", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.IPAddresses = append(r.IPAddresses, net.ParseIP("169.254.1.1")) }), decision: Deny, reason: "ForbiddenSAN"},
+		{name: "a wildcard", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames = append(r.DNSNames, "*.example.com") }), decision: Deny, reason: "SANNotAllowed"},
+		{name: "loopback", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.IPAddresses = append(r.IPAddresses, net.ParseIP("127.0.0.1")) }), decision: Deny, reason: "SANNotAllowed"},
+		{name: "link-local", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.IPAddresses = append(r.IPAddresses, net.ParseIP("169.254.1.1")) }), decision: Deny, reason: "SANNotAllowed"},
 		{name: "not PEM", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = []byte("garbage") },
 			decision: Deny, reason: "Malformed"},
 		{name: "a signature that does not verify", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {

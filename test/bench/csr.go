@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509/pkix"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/certificate/csr"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// servingCSRs initializes n Nodes over 3 vCenters with serving certificate
+// approval on, then has every Node's kubelet ask for a serving
+// certificate at once (16 at a time, as client-go's csr package creates
+// them, impersonating the Node), and measures the time from each
+// request's creation to its approval, and the vSphere requests the CCM
+// made meanwhile beyond its inventory's long polls.
+func servingCSRs(ctx context.Context, e env, n int) ([]report, error) {
+	perCluster := max(n/6, 1)
+	var specs []vcsim.Spec
+	for _, name := range []string{"vc-a", "vc-b", "vc-c"} {
+		specs = append(specs, vcsim.Spec{Name: name, Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: perCluster})
+	}
+	fleet, err := vcsim.Start(ctx, specs...)
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close()
+	if err := fleet.TagZones(ctx); err != nil {
+		return nil, err
+	}
+	vms := fleet.VMs()
+	// Kubelets create their requests with the rights kubeadm gives the
+	// system:nodes group.
+	if _, err := e.kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench:nodes-request-certificates"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node-bootstrapper"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:nodes"}},
+	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	cfgPath := filepath.Join(e.work, "csr.yaml")
+	if err := fleet.WriteConfig(cfgPath, vcsim.ZoneLabels+"nodes:\n  servingCertificates:\n    approve: true\n", nil); err != nil {
+		return nil, err
+	}
+	p, err := ccmproc.Start(e.cp, e.ccm, cfgPath, filepath.Join(e.work, "csr-ccm.log"), map[string]string{
+		"--v": "1", "--concurrent-node-syncs": "8", "--kube-api-qps": "200", "--kube-api-burst": "400",
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Stop()
+	if err := p.WaitHealthy(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.WaitStarted(ctx, 3, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	if err := deleteNodes(ctx, e.kube); err != nil {
+		return nil, err
+	}
+	fmt.Printf("csr: registering %d nodes ...\n", len(vms))
+	if err := registerAll(ctx, e.kube, vms); err != nil {
+		return nil, err
+	}
+	if err := controlplane.WaitForNodes(ctx, e.kube, len(vms), 15*time.Minute, initialized); err != nil {
+		return nil, err
+	}
+	before, err := p.ScrapeCounts()
+	if err != nil {
+		return nil, err
+	}
+
+	// Watch first: every approval is seen, timed on arrival.
+	w, err := e.kube.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	approvedAt := map[string]time.Time{}
+	denied := 0
+	allApproved := make(chan struct{})
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Modified && ev.Type != watch.Added {
+				continue
+			}
+			c, ok := ev.Object.(*certificatesv1.CertificateSigningRequest)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			mu.Lock()
+			for _, cond := range c.Status.Conditions {
+				if _, seen := approvedAt[c.Name]; seen {
+					break
+				}
+				switch cond.Type {
+				case certificatesv1.CertificateApproved:
+					approvedAt[c.Name] = now
+				case certificatesv1.CertificateDenied:
+					approvedAt[c.Name] = time.Time{}
+					denied++
+				}
+			}
+			done := len(approvedAt) == len(vms)
+			mu.Unlock()
+			if done {
+				close(allApproved)
+				return
+			}
+		}
+	}()
+
+	fmt.Printf("csr: %d kubelets ask for serving certificates ...\n", len(vms))
+	start := time.Now()
+	work := make(chan vcsim.VM)
+	errs := make(chan error, len(vms))
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for vm := range work {
+				name, at, err := requestServing(ctx, e.cp.Config, vm)
+				if err != nil {
+					errs <- fmt.Errorf("%s: %w", vm.Name, err)
+					continue
+				}
+				mu.Lock()
+				created[name] = at
+				mu.Unlock()
+			}
+		})
+	}
+	for _, vm := range vms {
+		work <- vm
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	select {
+	case <-allApproved:
+	case <-time.After(10 * time.Minute):
+		return nil, fmt.Errorf("%w: %d of %d requests decided after 10 minutes", errTimeout, len(approvedAt), len(vms))
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	total := time.Since(start)
+	after, err := p.ScrapeCounts()
+	if err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	var lat []time.Duration
+	for name, at := range approvedAt {
+		if !at.IsZero() {
+			lat = append(lat, at.Sub(created[name]))
+		}
+	}
+	mu.Unlock()
+	slices.Sort(lat)
+	work2 := (after.SOAP - after.Polls + after.REST) - (before.SOAP - before.Polls + before.REST)
+	perCSR := work2 / float64(len(vms))
+	fmt.Printf("\nserving certificate requests: %d Nodes over 3 vCenters x 2 datacenters\n", len(vms))
+	fmt.Printf("%-60s %12d\n", "approved", len(lat))
+	fmt.Printf("%-60s %12d\n", "denied (want 0)", denied)
+	fmt.Printf("%-60s %12s\n", "creation to approval, p50", seconds(quantile(lat, 0.5)))
+	fmt.Printf("%-60s %12s\n", "creation to approval, p99", seconds(quantile(lat, 0.99)))
+	fmt.Printf("%-60s %12s\n", "creation to approval, max", seconds(quantile(lat, 1)))
+	fmt.Printf("%-60s %12s\n", "first request created to last approved", seconds(total))
+	fmt.Printf("%-60s %12.0f\n", "inventory long polls meanwhile (run whatever is asked)", after.Polls-before.Polls)
+	fmt.Printf("%-60s %12.4f\n", "other vSphere requests per request", perCSR)
+	return []report{
+		{fmt.Sprintf("csr: creation to approval of %d serving requests, p50 / max", len(vms)), seconds(quantile(lat, 0.5)) + " / " + seconds(quantile(lat, 1)), "-"},
+		{"csr: vSphere requests per serving request (beyond long polls)", fmt.Sprintf("%.4f", perCSR), "0"},
+		{"csr: serving requests denied (own names and addresses)", fmt.Sprint(denied), "0"},
+	}, nil
+}
+
+// requestServing creates vm's kubelet's serving request as the kubelet
+// does (client-go's util/certificate/csr, impersonating the Node), with
+// the names and addresses the CCM gives its Node.
+func requestServing(ctx context.Context, admin *rest.Config, vm vcsim.VM) (string, time.Time, error) {
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + vm.Name, Groups: []string{"system:nodes", "system:authenticated"}}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	data, err := certutil.MakeCSR(key, &pkix.Name{CommonName: "system:node:" + vm.Name, Organization: []string{"system:nodes"}},
+		[]string{vm.Name}, []net.IP{net.ParseIP(vm.IPv4)})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	at := time.Now()
+	name, _, err := csr.RequestCertificateWithContext(ctx, kube, data, "", certificatesv1.KubeletServingSignerName, nil,
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth}, key)
+	return name, at, err
+}
