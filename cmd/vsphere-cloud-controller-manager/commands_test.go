@@ -253,3 +253,21 @@ func TestValidateJSON(t *testing.T) {
 		t.Errorf("-o yaml: exit %d, %s", code, stderr)
 	}
 }
+
+// `csr explain` is an operator command (not the controller manager) and
+// checks its flags before reading anything.
+func TestCSRExplainFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"csr", "explain"}, "--cloud-config is required"},
+		{[]string{"csr", "explain", "--cloud-config", "x.yaml"}, "--kubeconfig is required"},
+		{[]string{"csr", "explain", "--cloud-config", "x.yaml", "--kubeconfig", "k", "-o", "yaml"}, `-o "yaml"`},
+	} {
+		code, _, stderr := runCmd(t, nil, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 (usage) and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
