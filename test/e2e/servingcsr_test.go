@@ -305,6 +305,9 @@ func TestServingCertificates(t *testing.T) {
 			r.dns = append(r.dns, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 		}), "DNSNotNodes"},
 		{"a name under the Node's", with(func(r *servingRequest) { r.dns = append(r.dns, "evil."+a.Name) }), "DNSNotNodes"},
+		// kubelet-csr-approver accepts any DNS name the Node's name prefixes.
+		{"a name the Node's prefixes", with(func(r *servingRequest) { r.dns = append(r.dns, a.Name+".attacker.example") }), "DNSNotNodes"},
+		{"another name the Node's prefixes", with(func(r *servingRequest) { r.dns = append(r.dns, a.Name+"0") }), "DNSNotNodes"},
 		{"a CN that is not the requester", with(func(r *servingRequest) { r.cn = "system:node:" + b.Name }), "SubjectMismatch"},
 		{"client auth usage", with(func(r *servingRequest) {
 			r.usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth}

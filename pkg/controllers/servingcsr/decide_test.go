@@ -73,6 +73,8 @@ func TestDecide(t *testing.T) {
 		{"a VIP two VMs report", req(nil, "10.0.0.100"), w1, fakeFacts{vms: map[string]VM{"worker-1": {ID: "vc-a/vm-1", PoweredOn: true, Addresses: []netip.Addr{ip("10.0.0.100")}}}, owners: facts.owners}, Deny, "SharedIP"},
 		{"another Node's name", req([]string{"worker-2"}, "10.0.0.5"), w1, facts, Deny, "DNSNotNodes"},
 		{"the API server's name", req([]string{"kubernetes.default.svc"}, "10.0.0.5"), w1, facts, Deny, "DNSNotNodes"},
+		{"a name the Node's name prefixes (kubelet-csr-approver's check)", req([]string{"worker-1.attacker.example"}, "10.0.0.5"), w1, facts, Deny, "DNSNotNodes"},
+		{"another Node whose name the Node's prefixes", req([]string{"worker-10"}, "10.0.0.5"), w1, facts, Deny, "DNSNotNodes"},
 		{"a name under the host name", req([]string{"evil.worker-1.example.com"}, "10.0.0.5"), w1, facts, Deny, "DNSNotNodes"},
 		{"a Node that does not exist", req([]string{"worker-1"}), nil, facts, Pending, "NodeNotFound"},
 		{"a Node without providerID", req([]string{"worker-1"}), node("worker-1", ""), facts, Pending, "NodeNotInitialized"},
