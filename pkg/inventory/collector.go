@@ -207,7 +207,7 @@ func (ix *Index) readObjects(ctx context.Context, c *vim25.Client, spec types.Pr
 	for i, oc := range res {
 		updates[i] = types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter, Obj: oc.Obj, ChangeSet: assignments(oc.PropSet)}
 	}
-	d.applyIdentity(updates, false)
+	d.applyIdentity(updates, specOptions{})
 	if ix.status.hasSynced() {
 		return nil
 	}

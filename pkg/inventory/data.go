@@ -47,7 +47,7 @@ type applied struct {
 
 // apply applies an update set: the filter details's updates to the
 // details, the others to identities and objects.
-func (d *data) apply(set *types.UpdateSet, details ref, allDetails bool) applied {
+func (d *data) apply(set *types.UpdateSet, details ref, o specOptions) applied {
 	var res applied
 	for _, fs := range set.FilterSet {
 		if fs.Filter == details {
@@ -58,7 +58,7 @@ func (d *data) apply(set *types.UpdateSet, details ref, allDetails bool) applied
 			res.changed = res.changed || len(fs.ObjectSet) > 0
 			continue
 		}
-		c, e, l := d.applyIdentity(fs.ObjectSet, allDetails)
+		c, e, l := d.applyIdentity(fs.ObjectSet, o)
 		res.changed = res.changed || c
 		res.entered = append(res.entered, e...)
 		res.left = append(res.left, l...)
@@ -143,11 +143,13 @@ func (d *data) unindex(id *ident) {
 }
 
 // applyIdentity applies updates of the filter over every VM and object:
-// identities, names and parents; with details, the VMs' details too.
-// It reports whether details or other objects (hosts, clusters and their
-// groups, folders) changed, the VMs (not templates) that entered and the
-// VMs that left.
-func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (changed bool, entered, left []string) {
+// identities, names and parents; with o.allDetails, the VMs' details too.
+// It reports whether details, other objects (hosts, clusters and their
+// groups, folders) or, with o.guestIPs, a VM's guest addresses changed,
+// the VMs (not templates) that entered and the VMs that left. Guest
+// addresses are kept with the identity only with o.guestIPs (with
+// o.allDetails, guest.net arrives here too).
+func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (changed bool, entered, left []string) {
 	for _, u := range updates {
 		r := u.Obj
 		if r.Type == "VirtualMachine" {
@@ -170,14 +172,21 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, details bool) (change
 			} else {
 				d.unindex(id)
 			}
+			ips := id.ips
 			for _, c := range u.ChangeSet {
+				if c.Name == "guest.net" && !o.guestIPs {
+					continue
+				}
 				applyIdent(id, c)
 			}
+			// Who reports an address changed: a request waiting for it
+			// (serving certificates) is retried.
+			changed = changed || (o.guestIPs && !slices.Equal(ips, id.ips))
 			d.index(id)
 			if u.Kind == types.ObjectUpdateKindEnter && !id.template {
 				entered = append(entered, r.Value)
 			}
-			if details {
+			if o.allDetails {
 				d.applyDetails(u)
 				changed = true
 			}
@@ -344,9 +353,14 @@ func fieldsOf(val any) map[int32]string {
 	return out
 }
 
-// guestIPs are the distinct addresses of a guest.net value, on every
-// adapter (a guest-only one too: an address is someone's whatever the
-// adapter), unmapped and without zone, sorted; nil for none.
+// guestIPs are the distinct addresses of a guest.net value on the VM's
+// virtual adapters, unmapped and without zone, sorted; nil for none.
+// Guest-only adapters (deviceConfigId -1: kube-ipvs0 with every Service
+// IP, docker0, cni bridges) are left out, as are loopback, link-local,
+// multicast and unspecified addresses: no Node address is ever chosen
+// from them, and on a Node they hold addresses every Node shares, which
+// would cost memory per Node and per Service and make each such address
+// a list of every Node's VM.
 func guestIPs(val any) []netip.Addr {
 	a, ok := val.(types.ArrayOfGuestNicInfo)
 	if !ok {
@@ -354,10 +368,19 @@ func guestIPs(val any) []netip.Addr {
 	}
 	var out []netip.Addr
 	for _, n := range a.GuestNicInfo {
+		if n.DeviceConfigId == -1 {
+			continue
+		}
 		for _, text := range n.IpAddress {
-			if ip, err := netip.ParseAddr(text); err == nil {
-				out = append(out, ip.Unmap().WithZone(""))
+			ip, err := netip.ParseAddr(text)
+			if err != nil {
+				continue
 			}
+			ip = ip.Unmap().WithZone("")
+			if ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+				continue
+			}
+			out = append(out, ip)
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)

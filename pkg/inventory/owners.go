@@ -20,7 +20,8 @@ type IPOwner struct {
 func (o IPOwner) String() string { return fmt.Sprintf("%s/%s (%s)", o.VCenter, o.Name, o.Ref.Value) }
 
 // IPOwners lists every VM, templates included, in every vCenter, whose
-// guest reports ip on any adapter (Options.GuestIPs), from the indexes
+// guest reports ip on a virtual adapter (Options.GuestIPs; guest-only
+// adapters are not indexed, see guestIPs), from the indexes
 // alone: no request. The list is complete only when every index is
 // current (Status) and follows every VM's addresses; otherwise the VMs
 // found so far come with an IncompleteError naming what could not answer:
@@ -30,7 +31,7 @@ func (inv *Inventory) IPOwners(ip netip.Addr) ([]IPOwner, error) {
 	var out []IPOwner
 	var causes []error
 	for _, ix := range inv.indexes {
-		if !ix.guestIPs && !ix.allDetails {
+		if !ix.guestIPs {
 			causes = append(causes, fmt.Errorf("vCenter %q: guest addresses of every VM are not followed (Options.GuestIPs is off)", ix.VCenter()))
 			continue
 		}

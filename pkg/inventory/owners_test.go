@@ -54,13 +54,33 @@ func TestIPOwners(t *testing.T) {
 
 	// A VIP: b's guest reports a's address on a second adapter, as
 	// keepalived does; the address has two owners.
+	// The change is announced (Changed), though b's details are not kept:
+	// a request waiting for the address is retried at once.
 	vcB := e.fleet.VCenter("vc-b")
+	changed := inv.Index("vc-b").Changed()
 	vcB.SetGuest(b.Ref, b.Name, []types.GuestNicInfo{
 		{Network: "VM Network", IpAddress: []string{b.IPv4, b.IPv6, a.IPv4}, Connected: true, DeviceConfigId: 4000},
 	})
+	select {
+	case <-changed:
+	case <-e.ctx.Done():
+		t.Fatal("no change announced for a guest address")
+	}
 	poll.True(t, "the VIP's second owner followed", func() bool { return len(owners(a.IPv4)) == 2 })
 	if got := owners(a.IPv4); !slices.Equal(got, []string{id(a), id(b)}) {
 		t.Errorf("owners of the VIP: %v", got)
+	}
+
+	// On a guest-only adapter (kube-ipvs0, docker0: deviceConfigId -1),
+	// or link-local, an address is not indexed: Nodes share such
+	// addresses, and none is ever a Node address.
+	vcB.SetGuest(b.Ref, b.Name, []types.GuestNicInfo{
+		{Network: "VM Network", IpAddress: []string{b.IPv4, b.IPv6}, Connected: true, DeviceConfigId: 4000},
+		{IpAddress: []string{a.IPv4, "10.96.0.1", "169.254.20.10"}, Connected: true, DeviceConfigId: -1},
+	})
+	poll.True(t, "the guest-only adapter followed", func() bool { return len(owners(a.IPv4)) == 1 && len(owners(b.IPv4)) == 1 })
+	if got := owners("10.96.0.1"); len(got) != 0 {
+		t.Errorf("an address on a guest-only adapter indexed: %v", got)
 	}
 
 	// The address leaves b again: one owner.

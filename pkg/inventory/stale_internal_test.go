@@ -87,7 +87,7 @@ func TestUnreadableIdentities(t *testing.T) {
 	}
 	for _, s := range steps {
 		ix.store.write(func(d *data) bool {
-			d.applyIdentity([]types.ObjectUpdate{s.update}, false)
+			d.applyIdentity([]types.ObjectUpdate{s.update}, specOptions{})
 			return true
 		})
 		var got []string

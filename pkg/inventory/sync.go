@@ -125,7 +125,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	st.version = set.Version
 	if st.staging != nil {
-		st.staging.apply(set, st.details, ix.allDetails)
+		st.staging.apply(set, st.details, ix.specOptions())
 		if set.Truncated != nil && *set.Truncated {
 			return nil // more pages to come
 		}
@@ -203,7 +203,7 @@ func (ix *Index) installFullRead(d *data) {
 func (ix *Index) applyIncrement(set *types.UpdateSet, details types.ManagedObjectReference) {
 	var res applied
 	ix.store.write(func(d *data) bool {
-		res = d.apply(set, details, ix.allDetails)
+		res = d.apply(set, details, ix.specOptions())
 		for _, r := range res.detailed {
 			if d.vms[r] == nil { // details of a VM that left the scope
 				delete(d.details, r)
