@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -128,6 +127,14 @@ func (o *csrExplainOptions) Run(ctx context.Context, names []string) error {
 	}
 	defer p.Close()
 	facts := servingcsr.ProviderFacts{Provider: p}
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list Nodes: %w", err)
+	}
+	var cluster servingcsr.NodeList
+	for i := range nodes.Items {
+		cluster = append(cluster, &nodes.Items[i])
+	}
 	var out []csrExplanation
 	problems := 0
 	for i := range csrs {
@@ -135,14 +142,12 @@ func (o *csrExplainOptions) Run(ctx context.Context, names []string) error {
 		req, v := servingcsr.Inspect(c)
 		if v == nil {
 			var node *v1.Node
-			n, err := kube.CoreV1().Nodes().Get(ctx, req.Node, metav1.GetOptions{})
-			switch {
-			case err == nil:
-				node = n
-			case !apierrors.IsNotFound(err):
-				return fmt.Errorf("node %s: %w", req.Node, err)
+			for _, n := range cluster {
+				if n.Name == req.Node {
+					node = n
+				}
 			}
-			d := servingcsr.Decide(ctx, req, node, facts)
+			d := servingcsr.Decide(ctx, req, node, facts, cluster)
 			v = &d
 		}
 		if v.Decision == servingcsr.Ignore && len(names) == 0 {

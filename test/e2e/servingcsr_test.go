@@ -336,6 +336,56 @@ func TestServingCertificates(t *testing.T) {
 		})
 	})
 
+	t.Run("a Node registered with another Node's VM", func(t *testing.T) {
+		// The kubelet reports the machine UUID the Node is matched by: a
+		// bootstrap credential can register a Node with any VM's.
+		must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, "impostor", strings.ToUpper(a.UUID)))
+		defer func() {
+			must.OK(t, h.kube.CoreV1().Nodes().Delete(h.ctx, "impostor", metav1.DeleteOptions{}))
+		}()
+		poll.NoError(t, "impostor initialized with a's VM", 60*time.Second, func() error {
+			n, err := h.node("impostor")
+			if err != nil {
+				return err
+			}
+			if n.Spec.ProviderID == "" {
+				return errNotYet
+			}
+			return nil
+		})
+		name := h.request(t, servingRequest{node: "impostor", dns: []string{"impostor"}, ips: []string{a.IPv4}})
+		h.waitCSREvent(t, name, "ServingCertificatePending", "VMOfTwoNodes")
+		h.notApproved(t, name)
+		// And a's own request waits too, until the duplicate is gone.
+		mine := h.request(t, own)
+		h.waitCSREvent(t, mine, "ServingCertificatePending", "VMOfTwoNodes")
+		h.notApproved(t, mine)
+	})
+
+	t.Run("the guest's host name set to another Node's name", func(t *testing.T) {
+		vcA := h.fleet.VCenter("vc-a")
+		nics := []types.GuestNicInfo{{Network: "VM Network", IpAddress: []string{a.IPv4, a.IPv6}, Connected: true, DeviceConfigId: 4000}}
+		vcA.SetGuest(a.Ref, b.Name, nics)
+		defer vcA.SetGuest(a.Ref, a.Name, nics)
+		// The sync point: the CCM puts the guest's host name on the Node.
+		poll.NoError(t, "a's Node has b's name as host name", 60*time.Second, func() error {
+			n, err := h.node(a.Name)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: b.Name}) {
+				return errNotYet
+			}
+			return nil
+		})
+		name := h.request(t, servingRequest{node: a.Name, dns: []string{b.Name}, ips: []string{a.IPv4}})
+		cond := h.decided(t, name)
+		if cond.Type != certificatesv1.CertificateDenied || cond.Reason != "DNSNotNodes" {
+			t.Errorf("%s: %s %s (%s); want denied DNSNotNodes", name, cond.Type, cond.Reason, cond.Message)
+		}
+		h.notApproved(t, name)
+	})
+
 	t.Run("a Node without providerID", func(t *testing.T) {
 		// A Node no VM matches: never initialized.
 		must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, "ghost", "4211DEAD-0000-4000-8000-000000000099"))

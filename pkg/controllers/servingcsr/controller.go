@@ -3,6 +3,7 @@ package servingcsr
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	certinformers "k8s.io/client-go/informers/certificates/v1"
@@ -25,7 +27,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 )
 
 // Name is the controller's name in --controllers.
@@ -171,15 +175,15 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	log := klog.FromContext(ctx).WithName(Name)
 	ctx = klog.NewContext(ctx, log)
-	var wg wait.Group
-	defer wg.Wait()
-	defer c.queue.ShutDown()
 	if c.opts.Recorder == nil {
 		b := record.NewBroadcaster(record.WithContext(ctx))
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
-		defer b.Shutdown()
+		defer b.Shutdown() // after the workers (deferred first, runs last)
 		c.opts.Recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component})
 	}
+	var wg wait.Group
+	defer wg.Wait()
+	defer c.queue.ShutDown()
 	// Taken before the first request is decided: a change after it
 	// either is seen by that decision or fires the channel.
 	changed, recovered := c.notices.Changed(), c.notices.Recovered()
@@ -253,11 +257,16 @@ func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
 		}
 	}
 	if v == nil {
-		decided := Decide(ctx, req, node, c.facts)
+		decided := Decide(ctx, req, node, c.facts, listerCluster{c.nodes})
 		v = &decided
 	}
 	log := klog.FromContext(ctx).WithValues("csr", name, "node", NodeName(csr))
-	if v.Decision == Pending {
+	switch v.Decision {
+	case Ignore:
+		log.V(2).Info("Serving certificate request left to others", "reason", v.Reason, "message", v.Message)
+		c.settle(name)
+		return false, nil
+	case Pending:
 		if c.wait(name, req.Node, v.Reason) {
 			log.V(2).Info("Serving certificate request waits", "reason", v.Reason, "message", v.Message)
 			c.record(csr, node, v)
@@ -333,6 +342,56 @@ var (
 	eventWord = map[Decision]string{Approve: "Approved", Deny: "Denied", Pending: "Pending"}
 	pastTense = map[Decision]string{Approve: "approved", Deny: "denied"}
 )
+
+// listerCluster is the Cluster of the controller's Node lister.
+type listerCluster struct{ nodes corelisters.NodeLister }
+
+func (l listerCluster) NodeExists(name string) bool {
+	_, err := l.nodes.Get(name)
+	return err == nil
+}
+
+func (l listerCluster) OthersOnVM(node *v1.Node) []string {
+	all, err := l.nodes.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	return NodeList(all).OthersOnVM(node)
+}
+
+// NodeList is the Cluster of a list of Nodes (tools that list them once).
+type NodeList []*v1.Node
+
+// NodeExists implements Cluster.
+func (l NodeList) NodeExists(name string) bool {
+	return slices.ContainsFunc(l, func(n *v1.Node) bool { return n.Name == name })
+}
+
+// OthersOnVM implements Cluster.
+func (l NodeList) OthersOnVM(node *v1.Node) []string {
+	uuid, err := providerid.UUID(node.Spec.ProviderID)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range l {
+		if n.Name == node.Name {
+			continue
+		}
+		if other, err := providerid.UUID(n.Spec.ProviderID); err == nil && sameUUID(uuid, other) {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameUUID reports whether a and b are one BIOS UUID, in either byte
+// order, any case.
+func sameUUID(a, b string) bool {
+	na, nb := inventory.NormalizeUUID(a), inventory.NormalizeUUID(b)
+	return na != "" && (na == nb || na == inventory.SwapUUID(nb))
+}
 
 // Pending lists the requests that wait and why, by name (for tests and
 // status pages).

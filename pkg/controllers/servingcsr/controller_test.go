@@ -49,7 +49,9 @@ type notices struct {
 	changed, recovered chan struct{}
 }
 
-func newNotices() *notices { return &notices{changed: make(chan struct{}), recovered: make(chan struct{})} }
+func newNotices() *notices {
+	return &notices{changed: make(chan struct{}), recovered: make(chan struct{})}
+}
 
 func (n *notices) Changed() <-chan struct{} { n.mu.Lock(); defer n.mu.Unlock(); return n.changed }
 func (n *notices) Recovered() <-chan struct{} {
@@ -108,8 +110,8 @@ func TestController(t *testing.T) {
 	}
 	kube := fake.NewClientset(objs...)
 	vms := map[string]VM{
-		"worker-1": {ID: "vc-a/vm-1", Name: "vc-a/dc/worker-1", PoweredOn: true, Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.5")}},
-		"worker-2": {ID: "vc-b/vm-2", Name: "vc-b/dc/worker-2", PoweredOn: true, Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.6")}},
+		"worker-1": {ID: "vc-a/vm-1", VMName: "worker-1", Name: "vc-a/dc/worker-1", PoweredOn: true, Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.5")}},
+		"worker-2": {ID: "vc-b/vm-2", VMName: "worker-2", Name: "vc-b/dc/worker-2", PoweredOn: true, Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.6")}},
 	}
 	owners := map[netip.Addr][]string{netip.MustParseAddr("10.0.0.5"): {"vc-a/vm-1"}, netip.MustParseAddr("10.0.0.6"): {"vc-b/vm-2"}}
 	facts := &switchFacts{}

@@ -34,7 +34,7 @@ func (f ProviderFacts) NodeVM(ctx context.Context, node *v1.Node) (VM, error) {
 	case err != nil:
 		return VM{}, fmt.Errorf("%w: %w", ErrUnknown, err)
 	}
-	return VM{ID: vmID(id.VM.VCenter, id.VM.Ref), Name: id.VM.Location(),
+	return VM{ID: vmID(id.VM.VCenter, id.VM.Ref), VMName: id.VM.Name, Name: id.VM.Location(),
 		PoweredOn: id.VM.PowerState == types.VirtualMachinePowerStatePoweredOn,
 		Addresses: id.IPs, HostName: id.VM.GuestHostname}, nil
 }

@@ -32,8 +32,9 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 	return []metrics.Registerable{m.decisions, m.pending}
 }
 
-// initialize creates the approval and denial series at 0, so that a
-// rule's increase() sees the first.
+// initialize creates the approval series at 0, so that a rule's
+// increase() sees the first (denials and waits have many reasons: their
+// series appear with their first).
 func (m *Metrics) initialize() {
 	if m == nil {
 		return

@@ -49,12 +49,16 @@ func TestDecideAgainstVCenters(t *testing.T) {
 	nodeOf := func(vm vcsim.VM) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: vm.Name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + vm.UUID}}
 	}
+	var cluster NodeList
+	for _, vm := range f.VMs() {
+		cluster = append(cluster, nodeOf(vm))
+	}
 	decide := func(vm vcsim.VM, dns []string, ips ...string) Verdict {
 		req := Request{Node: vm.Name, DNSNames: dns}
 		for _, s := range ips {
 			req.IPs = append(req.IPs, netip.MustParseAddr(s))
 		}
-		return Decide(ctx, req, nodeOf(vm), facts)
+		return Decide(ctx, req, nodeOf(vm), facts, cluster)
 	}
 	expect := func(t *testing.T, v Verdict, d Decision, reason string) {
 		t.Helper()
