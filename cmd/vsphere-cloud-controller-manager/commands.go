@@ -48,6 +48,12 @@ func runCCM(ctx context.Context, args, env []string, stdout, stderr io.Writer) i
 	}
 	defer klog.Flush()
 	defer closeProvider()
+	stopDebug, err := startDebugServer(env, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	defer stopDebug()
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)

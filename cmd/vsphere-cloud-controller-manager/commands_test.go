@@ -271,3 +271,25 @@ func TestCSRExplainFlags(t *testing.T) {
 		}
 	}
 }
+
+// The profiles are served on loopback only, and only when asked for.
+func TestDebugServer(t *testing.T) {
+	var stderr bytes.Buffer
+	stop, err := startDebugServer(nil, &stderr)
+	must.OK(t, err)
+	stop()
+	if stderr.Len() > 0 {
+		t.Errorf("served without being asked: %s", stderr.String())
+	}
+	for _, addr := range []string{"0.0.0.0:0", "10.0.0.1:6060", ":6060", "example.com:6060", "6060"} {
+		if _, err := startDebugServer([]string{DebugAddrEnv + "=" + addr}, &stderr); err == nil {
+			t.Errorf("%s accepted", addr)
+		}
+	}
+	stop, err = startDebugServer([]string{DebugAddrEnv + "=127.0.0.1:0"}, &stderr)
+	must.OK(t, err)
+	defer stop()
+	if !strings.Contains(stderr.String(), "/debug/pprof/") {
+		t.Errorf("no address printed: %s", stderr.String())
+	}
+}
