@@ -18,6 +18,12 @@
 //     call slowed so that the whole first read cannot fit in requestTimeout:
 //     time to sync and peak RSS.
 //
+//   - hundredk: 5,000 Nodes among 10 simulated vCenters x 10,000 VMs
+//     (-hk-vcenters, -hk-vms, -hk-nodes), the fast controller flags, next
+//     to the zero-cost provider: the ratio (p50, p100), requests per Node,
+//     logins, the CPU of each process and the CCM's RSS; -hk-profile adds
+//     the CCM's CPU and block profiles. Minutes; make bench runs it.
+//
 //   - csr: N Nodes with serving certificate approval on; every kubelet asks
 //     for a serving certificate at once: creation-to-approval times and the
 //     vSphere requests made per request beyond the inventory's long polls.
@@ -59,7 +65,7 @@ type env struct {
 type report struct{ measure, value, target string }
 
 func main() {
-	scenarios := flag.String("scenarios", "scale,site,failover,drift,bigvc,firstlookup,csr", "comma-separated scenarios to run")
+	scenarios := flag.String("scenarios", "scale,site,failover,drift,bigvc,firstlookup,csr,hundredk", "comma-separated scenarios to run")
 	n := flag.Int("n", 1000, "scale: number of nodes")
 	ccm := flag.String("ccm", "bin/vsphere-cloud-controller-manager", "the CCM binary")
 	zero := flag.String("zerocost", "bin/zerocost", "scale: the zero-cost CCM binary")
@@ -67,6 +73,11 @@ func main() {
 	bigVMs := flag.Int("big-vms", 40000, "bigvc: VMs in the vCenter")
 	bigNodes := flag.Int("big-nodes", 100, "bigvc: how many of them are Nodes")
 	bigDelay := flag.Duration("big-delay", 50*time.Millisecond, "bigvc: delay of every SOAP call")
+	hk := hundredKOptions{}
+	flag.IntVar(&hk.vcenters, "hk-vcenters", 10, "hundredk: simulated vCenters")
+	flag.IntVar(&hk.vmsPer, "hk-vms", 10000, "hundredk: VMs per vCenter")
+	flag.IntVar(&hk.nodes, "hk-nodes", 5000, "hundredk: Nodes among them")
+	flag.BoolVar(&hk.profile, "hk-profile", false, "hundredk: CPU, block and mutex profiles of the CCM during initialization")
 	keep := flag.Bool("keep", false, "keep the work directory (CCM logs, heap profiles) and print its path")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -81,11 +92,12 @@ func main() {
 		},
 		"firstlookup": func(ctx context.Context, e env) ([]report, error) { return firstLookup(ctx, e, 2000, 20000, 50) },
 		"csr":         func(ctx context.Context, e env) ([]report, error) { return servingCSRs(ctx, e, *n) },
+		"hundredk":    func(ctx context.Context, e env) ([]report, error) { return hundredK(ctx, e, hk, *zero) },
 	}
 	var selected []string
 	for _, s := range strings.Split(*scenarios, ",") {
 		if run[s] == nil {
-			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (scale, site, failover, drift, bigvc, firstlookup, csr)\n", s)
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (scale, site, failover, drift, bigvc, firstlookup, csr, hundredk)\n", s)
 			os.Exit(2)
 		}
 		selected = append(selected, s)

@@ -144,6 +144,9 @@ func (p *Process) Kill() {
 // PeakRSS is the process's peak resident set size (VmHWM) in KB.
 func (p *Process) PeakRSS() int64 { return p.Status("VmHWM") }
 
+// PID is the process ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Status reads one KB field of /proc/<pid>/status (VmHWM, RssAnon,
 // RssFile); 0 if unknown.
 func (p *Process) Status(field string) int64 {

@@ -57,6 +57,7 @@ type ControlPlane struct {
 	Config *rest.Config
 
 	procs []*exec.Cmd
+	names []string // of procs, in order
 }
 
 // Start starts etcd and kube-apiserver from binDir with state in dir and
@@ -135,7 +136,20 @@ func (cp *ControlPlane) spawn(bin, name string, args ...string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	cp.procs = append(cp.procs, cmd)
+	cp.names = append(cp.names, name)
 	return nil
+}
+
+// PIDs are the process IDs of the control plane's processes (etcd,
+// kube-apiserver, and those Start* added), by name.
+func (cp *ControlPlane) PIDs() map[string]int {
+	out := map[string]int{}
+	for i, c := range cp.procs {
+		if c.Process != nil {
+			out[cp.names[i]] = c.Process.Pid
+		}
+	}
+	return out
 }
 
 func (cp *ControlPlane) waitReady(ctx context.Context, p *pki) error {
@@ -196,7 +210,7 @@ func (cp *ControlPlane) Stop() {
 			<-done
 		}
 	}
-	cp.procs = nil
+	cp.procs, cp.names = nil, nil
 }
 
 func writeKubeconfig(path, server string, p *pki) error {
