@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +34,7 @@ type hundredKOptions struct {
 type hundredKRun struct {
 	p50, p100   time.Duration
 	requests    ccmproc.Counts // during initialization
+	methods     map[string]float64
 	cpu         map[string]time.Duration
 	wall        time.Duration
 	peakRSSKB   int64
@@ -108,6 +111,9 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 	fmt.Printf("%-58s %14.3f\n", "vSphere requests per Node (SOAP+REST, long polls too)", (ours.requests.SOAP+ours.requests.REST)/n)
 	fmt.Printf("%-58s %14.3f\n", "  of which inventory long polls", ours.requests.Polls/n)
 	fmt.Printf("%-58s %14.0f\n", "REST logins during initialization", ours.requests.RESTLogins)
+	for _, m := range slices.Sorted(maps.Keys(ours.methods)) {
+		fmt.Printf("%-58s %14.0f\n", "  requests: "+m, ours.methods[m])
+	}
 	for _, proc := range []string{"ccm", "kube-apiserver", "etcd", "bench (simulators, Node writes)"} {
 		fmt.Printf("%-58s %14s %14s\n", "CPU: "+proc, seconds(ours.cpu[proc]), seconds(floor.cpu[proc]))
 	}
@@ -167,6 +173,7 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 		return r, err
 	}
 	var before ccmproc.Counts
+	var methods0 map[string]float64
 	if configArg != "" && !strings.HasPrefix(configArg, "--") {
 		synced := time.Now()
 		if err := p.WaitStarted(ctx, len(distinctVCenters(vms)), 10*time.Minute); err != nil {
@@ -175,6 +182,9 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 		fmt.Printf("%s: inventories and tags of %d vCenters read %v after healthy; RSS %.1f MB\n", name, len(distinctVCenters(vms)),
 			time.Since(synced).Round(100*time.Millisecond), float64(p.Status("VmRSS"))/1024)
 		if before, err = p.ScrapeCounts(); err != nil {
+			return r, err
+		}
+		if methods0, err = p.ScrapeMethods(); err != nil {
 			return r, err
 		}
 	}
@@ -188,6 +198,24 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 	if profile {
 		profiles = make(chan error, 1)
 		go func() { profiles <- captureProfiles(ctx, debugAddr, e.work, binary) }()
+		// And this process's: the simulated vCenters' work.
+		f, err := os.Create(filepath.Join(e.work, "bench-cpu.pprof"))
+		if err != nil {
+			return r, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return r, err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+			exe, _ := os.Executable()
+			top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=40", exe, f.Name()).CombinedOutput()
+			if err != nil {
+				fmt.Printf("bench profile: %v\n", err)
+			}
+			fmt.Printf("\n--- bench (simulated vCenters) cpu profile during initialization (%s) ---\n%s\n", f.Name(), top)
+		}()
 	}
 	fmt.Printf("%s: registering %d Nodes ...\n", name, len(vms))
 	start := time.Now()
@@ -212,6 +240,16 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 		r.requests = ccmproc.Counts{SOAP: after.SOAP - before.SOAP, REST: after.REST - before.REST,
 			RESTLogins: after.RESTLogins - before.RESTLogins, Polls: after.Polls - before.Polls}
 		r.heapInuseMB = p.Gauge("go_memstats_heap_inuse_bytes") / (1 << 20)
+		methods, err := p.ScrapeMethods()
+		if err != nil {
+			return r, err
+		}
+		r.methods = map[string]float64{}
+		for m, v := range methods {
+			if d := v - methods0[m]; d > 0 {
+				r.methods[m] = d
+			}
+		}
 	}
 	if profiles != nil {
 		if err := <-profiles; err != nil {
