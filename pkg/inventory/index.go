@@ -42,11 +42,12 @@ type Index struct {
 	searchTimeout time.Duration // see Options.SearchTimeout
 	reader        *batchReader  // direct reads of details
 	allDetails    bool
-	clusterGroups bool // follow clusters' DRS groups and rules
-	hostnames     bool // follow every VM's guest host name
-	guestIPs      bool // follow every VM's guest addresses
-	attributes    bool // follow the details' custom attribute values
-	eagerMax      int  // keep every VM's details when the vCenter has at most this many
+	clusterGroups bool          // follow clusters' DRS groups and rules
+	hostnames     bool          // follow every VM's guest host name
+	guestIPs      bool          // follow every VM's guest addresses
+	attributes    bool          // follow the details' custom attribute values
+	eagerMax      int           // keep every VM's details when the vCenter has at most this many
+	followEvery   time.Duration // see Options.FollowInterval
 
 	store    *store
 	status   *syncStatus
@@ -68,7 +69,7 @@ func NewIndex(c Client, opts Options) *Index {
 		searchTimeout = defaultSearchTimeout
 	}
 	ix := &Index{client: c, log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
-		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax,
+		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax, followEvery: opts.FollowInterval,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, guestIPs: opts.GuestIPs, attributes: opts.CustomAttributes,
 		store: newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
 	ix.reader = newBatchReader(ix.readDetails, searchTimeout)

@@ -54,9 +54,23 @@ type Options struct {
 	// of ConfirmAbsent callers (default 10s): a vCenter that stopped
 	// answering delays a lookup by at most this.
 	SearchTimeout time.Duration
+	// FollowInterval bounds how often the collector's list view of the
+	// VMs whose details are followed changes while lookups keep asking
+	// for new VMs (default 5s): the first VM asked for is added at once,
+	// those asked for within the interval after it in one change at its
+	// end. A lookup never waits for it (it reads its VM's details
+	// directly); only changes to a VM first looked up within the interval
+	// arrive up to that much later. Each change interrupts the long poll
+	// and costs the vCenter a re-evaluation of the view: a registration
+	// storm of thousands of Nodes is one change per interval, not one per
+	// few Nodes. Negative: no bound.
+	FollowInterval time.Duration
 	// Clock tells the time (default: the real clock).
 	Clock clock.Clock
 }
+
+// defaultFollowInterval is Options.FollowInterval when unset.
+const defaultFollowInterval = 5 * time.Second
 
 // defaultSearchTimeout is Options.SearchTimeout when unset.
 const defaultSearchTimeout = 10 * time.Second
@@ -78,6 +92,9 @@ func New(clients []Client, opts Options) *Inventory {
 	}
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = max(2*opts.MaxWait, opts.MaxWait+5*time.Second)
+	}
+	if opts.FollowInterval == 0 {
+		opts.FollowInterval = defaultFollowInterval
 	}
 	if opts.EagerDetailsMax == 0 {
 		opts.EagerDetailsMax = 5000

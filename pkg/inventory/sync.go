@@ -218,18 +218,29 @@ func (ix *Index) applyIncrement(set *types.UpdateSet, details types.ManagedObjec
 }
 
 // interruptForInterest ends the long poll under way whenever VMs are
-// asked for, until ctx ends: the sync loop then adds them to the list view
-// (addPending) and polls again, which returns their details at once. The
-// list view is modified only between polls, never during one: the
-// simulator's property collector deadlocks when a list view changes while
-// a poll re-reads it, and one writer keeps the collector simple.
+// asked for, at most once per FollowInterval, until ctx ends: the sync
+// loop then adds them to the list view (addPending) and polls again, which
+// returns their details at once. The list view is modified only between
+// polls, never during one: the simulator's property collector deadlocks
+// when a list view changes while a poll re-reads it, and one writer keeps
+// the collector simple.
 func (ix *Index) interruptForInterest(ctx context.Context) {
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ix.interest.wantCh:
 		}
+		// The VMs asked for within the interval wait for its end, together.
+		if wait := ix.followEvery - ix.clock.Since(last); !last.IsZero() && wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ix.clock.After(wait):
+			}
+		}
+		last = ix.clock.Now()
 		st := ix.interest.pollingCollector()
 		if st == nil {
 			continue // the loop adds the pending VMs before its next poll

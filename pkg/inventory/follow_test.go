@@ -1,0 +1,90 @@
+package inventory_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+)
+
+// TestFollowInterval: while lookups keep asking for new VMs, the list
+// view of followed VMs changes at most once per interval: the first VM is
+// followed at once, the next ones together when the interval has passed
+// (one ModifyListView for all of them). Every lookup is answered at once
+// all the same (its VM's details are read directly). Long polls last 30
+// s here, so that none ends on its own (which also adds what is asked for)
+// while the test looks.
+func TestFollowInterval(t *testing.T) {
+	e := setup(t)
+	fc := clocktesting.NewFakeClock(time.Now())
+	inv := newInventory(t, e, inventory.Options{MaxWait: 30 * time.Second, StaleAfter: time.Hour, EagerDetailsMax: -1, FollowInterval: time.Minute, Clock: fc})
+	vc := e.fleet.VCenter("vc-a")
+	ix := inv.Index("vc-a")
+	vms := vc.VMs
+	if len(vms) < 4 {
+		t.Fatalf("%d VMs in vc-a, want 4", len(vms))
+	}
+	vc.RecordRequests()
+	modifies := func() int {
+		n := 0
+		for _, r := range vc.Requests() {
+			if bytes.Contains(r.Body, []byte("<ModifyListView")) {
+				n++
+			}
+		}
+		return n
+	}
+	followed := func(vm int) func() bool {
+		return func() bool {
+			d, ok := ix.VM(vms[vm].Ref)
+			return ok && d.PowerState == types.VirtualMachinePowerStatePoweredOff
+		}
+	}
+	powerOff := func(vm int) {
+		task, err := object.NewVirtualMachine(vc.Admin(), vms[vm].Ref).PowerOff(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Wait(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The first VM asked for is followed at once.
+	if _, err := inv.FindByUUID(e.ctx, vms[0].UUID); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "first VM in the list view", func() bool { return modifies() == 1 })
+	powerOff(0)
+	poll.True(t, "first VM followed", followed(0))
+
+	// Three more within the interval: answered at once, followed together.
+	for _, vm := range vms[1:4] {
+		got, err := inv.FindByUUID(e.ctx, vm.UUID)
+		if err != nil || got.PowerState != types.VirtualMachinePowerStatePoweredOn {
+			t.Fatalf("lookup of %s within the interval: %+v, %v", vm.Name, got, err)
+		}
+	}
+	// The sync point: the interval's end is all that is waited for (a
+	// poll ended by a late update of the first VM may add them earlier,
+	// in one change too).
+	poll.True(t, "waiting for the interval", fc.HasWaiters)
+	if n := modifies(); n > 2 {
+		t.Errorf("%d list view changes within the interval, want at most 2", n)
+	}
+	fc.Step(time.Minute)
+	poll.True(t, "the three added in one change", func() bool { return modifies() == 2 })
+	for _, i := range []int{1, 2, 3} {
+		powerOff(i)
+		poll.True(t, vms[i].Name+" followed", followed(i))
+	}
+	if n := modifies(); n != 2 {
+		t.Errorf("%d list view changes, want 2", n)
+	}
+}
