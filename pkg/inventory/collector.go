@@ -180,7 +180,7 @@ func (ix *Index) followInterest(ctx context.Context, st *collector) error {
 		if err != nil {
 			return fmt.Errorf("add %d VMs to the list view: %w", len(wanted), err)
 		}
-		ix.interest.added(nil, gone)
+		ix.interest.added(nil, gone, ix.clock.Now())
 	}
 	f, err := st.pc.CreateFilter(ctx, types.CreateFilter{Spec: detailsSpec(st.list.Reference(), ix.specOptions())})
 	if err != nil {

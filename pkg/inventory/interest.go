@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"sync"
+	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -21,6 +22,7 @@ type interest struct {
 	pending  map[string]bool // to add to the list view
 	dropping map[string]bool // to remove from the list view: left the scope
 	polling  *collector      // the collector whose long poll is under way, if any
+	lastAdd  time.Time       // when VMs were last added to the list view
 	eager    bool            // the vCenter has at most EagerDetailsMax VMs: every VM is of interest
 	// collecting: a full read is under way; the keys of the lookups made
 	// meanwhile are kept in wanted, resolved when it completes.
@@ -170,17 +172,37 @@ func (in *interest) restart() []types.ManagedObjectReference {
 	return vmRefs(in.set)
 }
 
-// changes returns what the list view has to add and remove; with nothing
-// to change, st is recorded as polling, so that the next VM asked for
-// interrupts its poll.
-func (in *interest) changes(st *collector) (add, drop []types.ManagedObjectReference) {
+// changes returns what the list view has to add and remove; VMs are
+// added at most once per every (see Options.FollowInterval). With nothing
+// to change now, st is recorded as polling, so that the next VM asked for
+// (or the interval's end) interrupts its poll.
+func (in *interest) changes(st *collector, now time.Time, every time.Duration) (add, drop []types.ManagedObjectReference) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if len(in.pending) == 0 && len(in.dropping) == 0 {
+	if in.untilDueLocked(now, every) > 0 {
+		add = nil
+	} else {
+		add = vmRefs(in.pending)
+	}
+	if len(add) == 0 && len(in.dropping) == 0 {
 		in.polling = st
 		return nil, nil
 	}
-	return vmRefs(in.pending), vmRefs(in.dropping)
+	return add, vmRefs(in.dropping)
+}
+
+// untilDue is how long until VMs may be added to the list view again.
+func (in *interest) untilDue(now time.Time, every time.Duration) time.Duration {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.untilDueLocked(now, every)
+}
+
+func (in *interest) untilDueLocked(now time.Time, every time.Duration) time.Duration {
+	if in.lastAdd.IsZero() || every <= 0 {
+		return 0
+	}
+	return every - now.Sub(in.lastAdd)
 }
 
 // removed records VMs removed from the list view.
@@ -192,11 +214,12 @@ func (in *interest) removed(refs []types.ManagedObjectReference) {
 	}
 }
 
-// added records VMs added to the list view; gone are those the view
-// refused because they no longer exist.
-func (in *interest) added(refs, gone []types.ManagedObjectReference) {
+// added records VMs added to the list view at now; gone are those the
+// view refused because they no longer exist.
+func (in *interest) added(refs, gone []types.ManagedObjectReference, now time.Time) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.lastAdd = now
 	for _, r := range refs {
 		delete(in.pending, r.Value)
 	}

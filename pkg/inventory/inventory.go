@@ -55,10 +55,10 @@ type Options struct {
 	// answering delays a lookup by at most this.
 	SearchTimeout time.Duration
 	// FollowInterval bounds how often the collector's list view of the
-	// VMs whose details are followed changes while lookups keep asking
-	// for new VMs (default 5s): the first VM asked for is added at once,
-	// those asked for within the interval after it in one change at its
-	// end. A lookup never waits for it (it reads its VM's details
+	// VMs whose details are followed grows (default 10s): the first VM
+	// asked for is added at once, those asked for within the interval
+	// after it in one change at its end (also when a long poll ends on its
+	// own meanwhile). A lookup never waits for it (it reads its VM's details
 	// directly); only changes to a VM first looked up within the interval
 	// arrive up to that much later. Each change interrupts the long poll
 	// and costs the vCenter a re-evaluation of the view: a registration
@@ -70,7 +70,7 @@ type Options struct {
 }
 
 // defaultFollowInterval is Options.FollowInterval when unset.
-const defaultFollowInterval = 5 * time.Second
+const defaultFollowInterval = 10 * time.Second
 
 // defaultSearchTimeout is Options.SearchTimeout when unset.
 const defaultSearchTimeout = 10 * time.Second

@@ -218,14 +218,14 @@ func (ix *Index) applyIncrement(set *types.UpdateSet, details types.ManagedObjec
 }
 
 // interruptForInterest ends the long poll under way whenever VMs are
-// asked for, at most once per FollowInterval, until ctx ends: the sync
-// loop then adds them to the list view (addPending) and polls again, which
-// returns their details at once. The list view is modified only between
+// asked for, or at the end of the FollowInterval after the last addition,
+// until ctx ends: the sync loop then adds them to the list view
+// (addPending, at most once per interval, also when a poll ends on its
+// own) and polls again, which returns their details at once. The list view is modified only between
 // polls, never during one: the simulator's property collector deadlocks
 // when a list view changes while a poll re-reads it, and one writer keeps
 // the collector simple.
 func (ix *Index) interruptForInterest(ctx context.Context) {
-	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,14 +233,13 @@ func (ix *Index) interruptForInterest(ctx context.Context) {
 		case <-ix.interest.wantCh:
 		}
 		// The VMs asked for within the interval wait for its end, together.
-		if wait := ix.followEvery - ix.clock.Since(last); !last.IsZero() && wait > 0 {
+		if wait := ix.interest.untilDue(ix.clock.Now(), ix.followEvery); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return
 			case <-ix.clock.After(wait):
 			}
 		}
-		last = ix.clock.Now()
 		st := ix.interest.pollingCollector()
 		if st == nil {
 			continue // the loop adds the pending VMs before its next poll
@@ -264,7 +263,7 @@ func (ix *Index) addPending(ctx context.Context, st *collector) (added bool, err
 		// asked for meanwhile are added when it completes).
 		return false, nil
 	}
-	refs, drop := ix.interest.changes(st)
+	refs, drop := ix.interest.changes(st, ix.clock.Now(), ix.followEvery)
 	if len(drop) > 0 {
 		if _, err := st.list.Remove(ctx, drop); err != nil {
 			return false, fmt.Errorf("remove %d VMs from the list view: %w", len(drop), err)
@@ -280,7 +279,7 @@ func (ix *Index) addPending(ctx context.Context, st *collector) (added bool, err
 	if err != nil {
 		return false, fmt.Errorf("add %d VMs to the list view: %w", len(refs), err)
 	}
-	ix.interest.added(refs, gone)
+	ix.interest.added(refs, gone, ix.clock.Now())
 	return true, nil
 }
 
