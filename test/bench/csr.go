@@ -36,11 +36,7 @@ import (
 // made meanwhile beyond its inventory's long polls.
 func servingCSRs(ctx context.Context, e env, n int) ([]report, error) {
 	perCluster := max(n/6, 1)
-	var specs []vcsim.Spec
-	for _, name := range []string{"vc-a", "vc-b", "vc-c"} {
-		specs = append(specs, vcsim.Spec{Name: name, Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: perCluster})
-	}
-	fleet, err := vcsim.Start(ctx, specs...)
+	fleet, err := vcsim.Start(ctx, sixDatacenters(perCluster)...)
 	if err != nil {
 		return nil, err
 	}

@@ -27,11 +27,7 @@ func scale(ctx context.Context, e env, n int, zero string, statusInterval time.D
 	perCluster := max(n/6, 1)
 	fmt.Printf("building 3 simulated vCenters x 2 datacenters with %d VMs ...\n", perCluster*6)
 	start := time.Now()
-	var specs []vcsim.Spec
-	for _, name := range []string{"vc-a", "vc-b", "vc-c"} {
-		specs = append(specs, vcsim.Spec{Name: name, Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: perCluster})
-	}
-	fleet, err := vcsim.Start(ctx, specs...)
+	fleet, err := vcsim.Start(ctx, sixDatacenters(perCluster)...)
 	if err != nil {
 		return nil, err
 	}
@@ -143,4 +139,14 @@ func measureScale(ctx context.Context, e env, vms []vcsim.VM, binary, configArg 
 	}
 	r.peakRSSKB = p.PeakRSS()
 	return r, nil
+}
+
+// sixDatacenters are the specs of 3 vCenters x 2 datacenters with
+// perCluster VMs in each datacenter's cluster.
+func sixDatacenters(perCluster int) []vcsim.Spec {
+	var specs []vcsim.Spec
+	for _, name := range []string{"vc-a", "vc-b", "vc-c"} {
+		specs = append(specs, vcsim.Spec{Name: name, Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: perCluster})
+	}
+	return specs
 }

@@ -330,35 +330,24 @@ func (p *Process) ScrapeMethods() (map[string]float64, error) {
 // ScrapeCounts sums vsphere_ccm_vcenter_requests_total by API from /metrics.
 func (p *Process) ScrapeCounts() (Counts, error) {
 	var c Counts
-	res, err := insecure.Get(p.serving + "/metrics")
+	methods, err := p.ScrapeMethods()
 	if err != nil {
 		return c, err
 	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, provider.MetricRequestsTotal+"{") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.Contains(line, `api="soap"`):
+	for m, v := range methods {
+		api, method, _ := strings.Cut(m, " ")
+		switch api {
+		case "soap":
 			c.SOAP += v
-			if strings.Contains(line, `method="WaitForUpdatesEx"`) {
+			if method == "WaitForUpdatesEx" {
 				c.Polls += v
 			}
-		case strings.Contains(line, `api="rest"`):
+		case "rest":
 			c.REST += v
-			if strings.Contains(line, `method="session:post"`) {
+			if method == "session:post" {
 				c.RESTLogins += v
 			}
 		}
 	}
-	return c, sc.Err()
+	return c, nil
 }
