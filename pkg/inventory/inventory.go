@@ -55,22 +55,23 @@ type Options struct {
 	// answering delays a lookup by at most this.
 	SearchTimeout time.Duration
 	// FollowInterval bounds how often the collector's list view of the
-	// VMs whose details are followed grows (default 10s): the first VM
+	// VMs whose details are followed grows (default 30s): the first VM
 	// asked for is added at once, those asked for within the interval
 	// after it in one change at its end (also when a long poll ends on its
-	// own meanwhile). A lookup never waits for it (it reads its VM's details
-	// directly); only changes to a VM first looked up within the interval
-	// arrive up to that much later. Each change interrupts the long poll
-	// and costs the vCenter a re-evaluation of the view: a registration
-	// storm of thousands of Nodes is one change per interval, not one per
-	// few Nodes. Negative: no bound.
+	// own meanwhile). A lookup never waits for it (it reads its VM's
+	// details directly); only changes to a VM first looked up within the
+	// interval arrive up to that much later. Each change interrupts the
+	// long poll and makes the vCenter re-evaluate the view: a registration
+	// storm of thousands of Nodes costs one change per interval, not one
+	// per few Nodes. Only vCenters above EagerDetailsMax have a list view
+	// that grows this way. Negative: no bound.
 	FollowInterval time.Duration
 	// Clock tells the time (default: the real clock).
 	Clock clock.Clock
 }
 
 // defaultFollowInterval is Options.FollowInterval when unset.
-const defaultFollowInterval = 10 * time.Second
+const defaultFollowInterval = 30 * time.Second
 
 // defaultSearchTimeout is Options.SearchTimeout when unset.
 const defaultSearchTimeout = 10 * time.Second

@@ -41,7 +41,7 @@ type fakeCluster struct {
 	shared map[string][]string // Node -> the other Nodes on its VM
 }
 
-func (c fakeCluster) NodeExists(name string) bool { return slices.Contains(c.names, name) }
+func (c fakeCluster) NodeExists(name string) bool    { return slices.Contains(c.names, name) }
 func (c fakeCluster) OthersOnVM(n *v1.Node) []string { return c.shared[n.Name] }
 
 // TestDecide: the adversarial cases known approvers let through, each
