@@ -28,6 +28,10 @@ import (
 type hundredKOptions struct {
 	vcenters, vmsPer, nodes int
 	profile                 bool // CPU and block profiles of the CCM during initialization
+	// cold registers the Nodes as soon as the CCM is healthy, while it
+	// reads its inventories (a new cluster coming up with its CCM), instead
+	// of after.
+	cold bool
 }
 
 // hundredKRun is what one CCM's run measured.
@@ -90,14 +94,14 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 		return nil, err
 	}
 
-	ours, err := runHundredK(ctx, e, chosen, e.ccm, cfgPath, o.profile)
+	ours, err := runHundredK(ctx, e, chosen, e.ccm, cfgPath, o.profile, o.cold)
 	if err != nil {
 		return nil, fmt.Errorf("vsphere CCM: %w", err)
 	}
 	if err := deleteNodes(ctx, e.kube); err != nil {
 		return nil, err
 	}
-	floor, err := runHundredK(ctx, e, chosen, zero, "--answers="+answersPath, false)
+	floor, err := runHundredK(ctx, e, chosen, zero, "--answers="+answersPath, false, o.cold)
 	if err != nil {
 		return nil, fmt.Errorf("zero-cost CCM: %w", err)
 	}
@@ -147,9 +151,9 @@ func sum(m map[string]time.Duration) time.Duration {
 	return t
 }
 
-// runHundredK runs one CCM binary, waits until it is healthy and its
-// inventories are read, registers every Node, and measures.
-func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg string, profile bool) (hundredKRun, error) {
+// runHundredK runs one CCM binary, waits until it is healthy and (unless
+// cold) its inventories are read, registers every Node, and measures.
+func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg string, profile, cold bool) (hundredKRun, error) {
 	var r hundredKRun
 	var env []string
 	debugAddr := ""
@@ -174,7 +178,17 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 	}
 	var before ccmproc.Counts
 	var methods0 map[string]float64
-	if configArg != "" && !strings.HasPrefix(configArg, "--") {
+	if cold {
+		// Counted from here: the logins and the inventories' reads too.
+		var err error
+		if before, err = p.ScrapeCounts(); err != nil {
+			return r, err
+		}
+		if methods0, err = p.ScrapeMethods(); err != nil {
+			return r, err
+		}
+	}
+	if !cold && configArg != "" && !strings.HasPrefix(configArg, "--") {
 		synced := time.Now()
 		if err := p.WaitStarted(ctx, len(distinctVCenters(vms)), 10*time.Minute); err != nil {
 			return r, err

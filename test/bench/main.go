@@ -78,6 +78,7 @@ func main() {
 	flag.IntVar(&hk.vmsPer, "hk-vms", 10000, "hundredk: VMs per vCenter")
 	flag.IntVar(&hk.nodes, "hk-nodes", 5000, "hundredk: Nodes among them")
 	flag.BoolVar(&hk.profile, "hk-profile", false, "hundredk: CPU, block and mutex profiles of the CCM during initialization")
+	flag.BoolVar(&hk.cold, "hk-cold", false, "hundredk: register the Nodes as soon as the CCM is healthy, while it reads its inventories")
 	keep := flag.Bool("keep", false, "keep the work directory (CCM logs, heap profiles) and print its path")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
