@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,34 @@ func TestUnreadableIdentities(t *testing.T) {
 		if err := ix.AbsenceError(); (len(s.want) > 0) != errors.As(err, &ue) {
 			t.Errorf("%s: AbsenceError = %v", s.name, err)
 		}
+	}
+}
+
+// TestObjectsKnownDuringALongFirstRead: the objects read ahead of the
+// first full read place VMs for staleAfter, and for as long after as the
+// read's pages keep arriving (a first read of a big vCenter under load
+// outlasts staleAfter); without pages they expire. A failure of an
+// earlier attempt is not reported once the read is under way.
+func TestObjectsKnownDuringALongFirstRead(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Now())
+	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, Clock: fc})
+	ix.status.roundFailed(errors.New("not connected yet"))
+	ix.status.objectsReadAhead()
+	if !ix.ObjectsKnown() {
+		t.Fatal("objects just read ahead not known")
+	}
+	for range 4 { // 80 s of a read whose pages keep coming
+		fc.Step(20 * time.Second)
+		ix.status.firstReadPage()
+		if !ix.ObjectsKnown() {
+			t.Fatalf("objects expired while the first read goes on (%v)", fc.Since(fc.Now()))
+		}
+	}
+	if _, _, err := ix.Status(); err == nil || !strings.Contains(err.Error(), "not synced yet") {
+		t.Errorf("status during the read: %v; want not synced yet, not the earlier failure", err)
+	}
+	fc.Step(31 * time.Second) // no page for longer than staleAfter
+	if ix.ObjectsKnown() {
+		t.Error("objects still known after staleAfter without a page")
 	}
 }

@@ -80,6 +80,24 @@ func (s *syncStatus) objectsReadAhead() {
 	s.objectsAt = s.clock.Now()
 }
 
+// firstReadPage records that a page of the first full read arrived. The
+// vCenter answers, so the objects read ahead of the read stay usable
+// while it goes on: the first read of a big vCenter under load may last
+// longer than staleAfter, and lookups must not stop placing VMs then (they
+// would fail until it completes). A failure of an earlier attempt no
+// longer describes the index: the read is under way.
+func (s *syncStatus) firstReadPage() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced {
+		return
+	}
+	if s.objectsRead {
+		s.objectsAt = s.clock.Now()
+	}
+	s.err = nil
+}
+
 // beginFullRead marks the data as being read again: until the read
 // completes, the old data may still answer "present" but not "absent".
 func (s *syncStatus) beginFullRead() {
