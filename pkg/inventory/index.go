@@ -98,10 +98,12 @@ func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 	case h.State == vcenter.Down:
 		vc := ix.client.Config()
 		return false, at, &vcenter.UnavailableError{VCenter: vc.Name, Address: vc.Address(), Since: h.Since, Cause: h.LastError}
-	case serr != nil:
-		return false, at, fmt.Errorf("vCenter %q: inventory not current: %w", ix.VCenter(), serr)
+	case !synced && serr != nil:
+		return false, at, fmt.Errorf("vCenter %q: inventory not synced yet (the last attempt failed: %w)", ix.VCenter(), serr)
 	case !synced:
 		return false, at, fmt.Errorf("vCenter %q: inventory not synced yet", ix.VCenter())
+	case serr != nil:
+		return false, at, fmt.Errorf("vCenter %q: inventory not current: %w", ix.VCenter(), serr)
 	case resyncing:
 		return false, at, fmt.Errorf("vCenter %q: inventory being read again after a new session; absence cannot be proven until it completes", ix.VCenter())
 	}

@@ -180,7 +180,14 @@ func (in *interest) changes(st *collector, now time.Time, every time.Duration) (
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.untilDueLocked(now, every) > 0 {
-		add = nil
+		if len(in.pending) > 0 {
+			// Held back: the interrupter ends the poll at the interval's
+			// end (it may have taken the last signal before this).
+			select {
+			case in.wantCh <- struct{}{}:
+			default:
+			}
+		}
 	} else {
 		add = vmRefs(in.pending)
 	}
@@ -229,10 +236,14 @@ func (in *interest) added(refs, gone []types.ManagedObjectReference, now time.Ti
 	}
 }
 
-// pollingCollector returns the collector whose poll is under way, if any.
-func (in *interest) pollingCollector() *collector {
+// dueCollector returns the collector whose poll is under way when VMs
+// wait to be added and may be now; else nil (nothing to interrupt).
+func (in *interest) dueCollector(now time.Time, every time.Duration) *collector {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if len(in.pending) == 0 || in.untilDueLocked(now, every) > 0 {
+		return nil
+	}
 	return in.polling
 }
 

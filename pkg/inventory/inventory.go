@@ -63,8 +63,9 @@ type Options struct {
 	// interval arrive up to that much later. Each change interrupts the
 	// long poll and makes the vCenter re-evaluate the view: a registration
 	// storm of thousands of Nodes costs one change per interval, not one
-	// per few Nodes. Only vCenters above EagerDetailsMax have a list view
-	// that grows this way. Negative: no bound.
+	// per few Nodes. In vCenters at most EagerDetailsMax, every VM of the
+	// first read is added at once; VMs created later are added within the
+	// interval. Negative: no bound.
 	FollowInterval time.Duration
 	// Clock tells the time (default: the real clock).
 	Clock clock.Clock

@@ -108,8 +108,8 @@ func TestUnreadableIdentities(t *testing.T) {
 // TestObjectsKnownDuringALongFirstRead: the objects read ahead of the
 // first full read place VMs for staleAfter, and for as long after as the
 // read's pages keep arriving (a first read of a big vCenter under load
-// outlasts staleAfter); without pages they expire. A failure of an
-// earlier attempt is not reported once the read is under way.
+// outlasts staleAfter); without pages they expire. The status says the
+// index is not synced yet, and what the last attempt met.
 func TestObjectsKnownDuringALongFirstRead(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, Clock: fc})
@@ -122,14 +122,21 @@ func TestObjectsKnownDuringALongFirstRead(t *testing.T) {
 		fc.Step(20 * time.Second)
 		ix.status.firstReadPage()
 		if !ix.ObjectsKnown() {
-			t.Fatalf("objects expired while the first read goes on (%v)", fc.Since(fc.Now()))
+			t.Fatal("objects expired while the first read goes on")
 		}
 	}
-	if _, _, err := ix.Status(); err == nil || !strings.Contains(err.Error(), "not synced yet") {
-		t.Errorf("status during the read: %v; want not synced yet, not the earlier failure", err)
+	if _, _, err := ix.Status(); err == nil || !strings.Contains(err.Error(), "not synced yet (the last attempt failed: not connected yet)") {
+		t.Errorf("status during the read: %v; want not synced yet, with the earlier failure", err)
 	}
 	fc.Step(31 * time.Second) // no page for longer than staleAfter
 	if ix.ObjectsKnown() {
 		t.Error("objects still known after staleAfter without a page")
+	}
+	// A new collector that could not read them again: not extended.
+	ix.status.objectsReadAhead()
+	ix.status.objectsForgotten()
+	ix.status.firstReadPage()
+	if ix.ObjectsKnown() {
+		t.Error("objects of an earlier collector extended by a new one's pages")
 	}
 }

@@ -241,7 +241,7 @@ func (ix *Index) interruptForInterest(ctx context.Context) {
 			case <-ix.clock.After(wait):
 			}
 		}
-		st := ix.interest.pollingCollector()
+		st := ix.interest.dueCollector(ix.clock.Now(), ix.followEvery)
 		if st == nil {
 			continue // the loop adds the pending VMs before its next poll
 		}
