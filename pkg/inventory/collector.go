@@ -114,7 +114,6 @@ func (ix *Index) newCollector(ctx context.Context, s *vcenter.Session) (_ *colle
 		err := ix.readObjects(rctx, c, objectsSpec(objectViews, extra, opts))
 		cancel()
 		if err != nil {
-			ix.status.objectsForgotten()
 			ix.log.V(1).Info("Hosts, clusters and folders not read ahead of the VMs; lookups wait for the first read", "err", err)
 		}
 	}

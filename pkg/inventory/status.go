@@ -80,31 +80,6 @@ func (s *syncStatus) objectsReadAhead() {
 	s.objectsAt = s.clock.Now()
 }
 
-// firstReadPage records that a page of the first full read arrived. The
-// vCenter answers, so the objects read ahead of the read (by the same
-// collector: objectsForgotten drops those of an earlier one) stay usable
-// while it goes on: the first read of a big vCenter under load may last
-// longer than staleAfter, and lookups must not stop placing VMs then (they
-// would fail until it completes).
-func (s *syncStatus) firstReadPage() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.synced && s.objectsRead {
-		s.objectsAt = s.clock.Now()
-	}
-}
-
-// objectsForgotten drops the objects read ahead by an earlier collector:
-// the new one could not read them again, and the old snapshot is not to
-// be extended by its pages.
-func (s *syncStatus) objectsForgotten() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.synced {
-		s.objectsRead = false
-	}
-}
-
 // beginFullRead marks the data as being read again: until the read
 // completes, the old data may still answer "present" but not "absent".
 func (s *syncStatus) beginFullRead() {

@@ -126,7 +126,6 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	st.version = set.Version
 	if st.staging != nil {
 		st.staging.apply(set, st.details, ix.specOptions())
-		ix.status.firstReadPage()
 		if set.Truncated != nil && *set.Truncated {
 			return nil // more pages to come
 		}
