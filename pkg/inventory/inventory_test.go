@@ -214,6 +214,26 @@ func TestVCenterDown(t *testing.T) {
 	})
 }
 
+func TestSameUUID(t *testing.T) {
+	const u = "4211a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b"
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{u, u, true},
+		{u, strings.ToUpper(u), true},
+		{u, inventory.SwapUUID(u), true},
+		{inventory.SwapUUID(u), u, true},
+		{u, "4211a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5c", false},
+		{"", "", false},
+		{"not-a-uuid", "not-a-uuid", false},
+	} {
+		if got := inventory.SameUUID(tc.a, tc.b); got != tc.want {
+			t.Errorf("SameUUID(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
 func TestSwapUUID(t *testing.T) {
 	cases := map[string]string{
 		"42010203-0405-0607-0809-0a0b0c0d0e0f": "03020142-0504-0706-0809-0a0b0c0d0e0f",

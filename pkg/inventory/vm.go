@@ -121,6 +121,13 @@ func SwapUUID(s string) string {
 	return rev(s[0:8]) + "-" + rev(s[9:13]) + "-" + rev(s[14:18]) + s[18:]
 }
 
+// SameUUID reports whether a and b are the same BIOS UUID, in either byte
+// order, any case; false if a is not a UUID.
+func SameUUID(a, b string) bool {
+	na, nb := NormalizeUUID(a), NormalizeUUID(b)
+	return na != "" && (na == nb || na == SwapUUID(nb))
+}
+
 // NormalizeUUID lower-cases and trims a UUID; "" if it is not one.
 func NormalizeUUID(s string) string {
 	if SwapUUID(s) == "" {

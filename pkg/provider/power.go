@@ -65,7 +65,7 @@ func (p *Provider) Power(ctx context.Context, node *v1.Node) (PowerProof, error)
 			vm.Location(), vm.ConnectionState, vm.PowerState)
 		return out, nil
 	}
-	if su := node.Status.NodeInfo.SystemUUID; su != "" && !sameUUID(su, uuid) {
+	if su := node.Status.NodeInfo.SystemUUID; su != "" && !inventory.SameUUID(su, uuid) {
 		out.Unproven = fmt.Sprintf("the kubelet reports machine UUID %s, not the BIOS UUID %s of the providerID: the Node may run on another machine now (a clone or a restore)", su, uuid)
 		return out, nil
 	}
@@ -81,13 +81,6 @@ func (p *Provider) Power(ctx context.Context, node *v1.Node) (PowerProof, error)
 	}
 	out.Proven = true
 	return out, nil
-}
-
-// sameUUID reports whether a and b are the same BIOS UUID, in either byte
-// order, any case.
-func sameUUID(a, b string) bool {
-	na, nb := inventory.NormalizeUUID(a), inventory.NormalizeUUID(b)
-	return na != "" && (na == nb || na == inventory.SwapUUID(nb))
 }
 
 // ConfirmPoweredOff asks vm's vCenter directly, right before the taint is
@@ -107,7 +100,7 @@ func (p *Provider) ConfirmPoweredOff(ctx context.Context, node *v1.Node, vm inve
 		return fmt.Errorf("VM %s is %s now", vm.Location(), live.PowerState)
 	case live.ConnectionState != types.VirtualMachineConnectionStateConnected:
 		return fmt.Errorf("VM %s has connection state %q now", vm.Location(), live.ConnectionState)
-	case !sameUUID(live.UUID, uuid):
+	case !inventory.SameUUID(live.UUID, uuid):
 		return fmt.Errorf("VM %s has BIOS UUID %s now, not %s", vm.Location(), live.UUID, uuid)
 	}
 	return nil

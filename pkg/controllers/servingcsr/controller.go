@@ -378,19 +378,12 @@ func (l NodeList) OthersOnVM(node *v1.Node) []string {
 		if n.Name == node.Name {
 			continue
 		}
-		if other, err := providerid.UUID(n.Spec.ProviderID); err == nil && sameUUID(uuid, other) {
+		if other, err := providerid.UUID(n.Spec.ProviderID); err == nil && inventory.SameUUID(uuid, other) {
 			out = append(out, n.Name)
 		}
 	}
 	slices.Sort(out)
 	return out
-}
-
-// sameUUID reports whether a and b are one BIOS UUID, in either byte
-// order, any case.
-func sameUUID(a, b string) bool {
-	na, nb := inventory.NormalizeUUID(a), inventory.NormalizeUUID(b)
-	return na != "" && (na == nb || na == inventory.SwapUUID(nb))
 }
 
 // Pending lists the requests that wait and why, by name (for tests and
