@@ -98,6 +98,10 @@ func (ix *Index) Status() (complete bool, syncedAt time.Time, err error) {
 	case h.State == vcenter.Down:
 		vc := ix.client.Config()
 		return false, at, &vcenter.UnavailableError{VCenter: vc.Name, Address: vc.Address(), Since: h.Since, Cause: h.LastError}
+	case !synced && ix.pagesArriving():
+		// Before the failure below: the read began on a new collector
+		// since (a failed page ends "arriving").
+		return false, at, fmt.Errorf("vCenter %q: inventory being read for the first time (%d VMs so far); a VM not among them is looked up again as more arrive", ix.VCenter(), ix.pagesLen())
 	case !synced && serr != nil:
 		return false, at, fmt.Errorf("vCenter %q: inventory not synced yet (the last attempt failed: %w)", ix.VCenter(), serr)
 	case !synced:
@@ -182,6 +186,16 @@ func (ix *Index) FullReads() uint64 {
 	return ix.status.fullReadCount()
 }
 
+// pagesLen is the number of VMs the first read's pages hold so far.
+func (ix *Index) pagesLen() (n int) {
+	ix.store.readPages(func(d *data) {
+		if d != nil {
+			n = len(d.vms)
+		}
+	})
+	return n
+}
+
 // Len is the number of VMs known (templates included).
 func (ix *Index) Len() (n int) {
 	ix.store.read(func(d *data) { n = len(d.vms) })
@@ -256,12 +270,14 @@ func (ix *Index) Refs() []types.ManagedObjectReference {
 }
 
 // match is one VM a lookup found in an index; vm holds only its identity
-// until its details are read (see detail).
+// until its details are read (see detail). paged: found in the pages of
+// the index's first full read, not in its data (see fetchPaged).
 type match struct {
 	ix       *Index
 	ref      string
 	vm       VM
 	detailed bool
+	paged    bool
 }
 
 // lookupKey is what a lookup searches by: BIOS UUIDs (both byte orders),
@@ -288,28 +304,78 @@ func (k lookupKey) idents(d *data) []*ident {
 // lookup returns the VMs (not templates) with key k. While the index is
 // being read, k is remembered: the VMs it finds when the read completes
 // are asked for in one batch, so Nodes waiting for a vCenter's first read
-// get their details with one request, not one each.
+// get their details with one request, not one each. Before the first
+// read completes, the pages it has read so far are searched too.
 func (ix *Index) lookup(k lookupKey) []match {
 	ix.interest.remember(k)
 	var out []match
 	ix.store.read(func(d *data) {
-		seen := map[string]bool{}
-		for _, id := range k.idents(d) {
-			if id.template || seen[id.ref] {
-				continue
-			}
-			seen[id.ref] = true
-			m := match{ix: ix, ref: id.ref}
-			if vm, ok := d.details[id.ref]; ok {
-				m.vm, m.detailed = d.complete(ix.VCenter(), vm), true
-			} else {
-				m.vm = VM{VCenter: ix.VCenter(), Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref},
-					Name: id.name, UUID: id.uuidString(), GuestHostname: id.host}
-			}
-			out = append(out, m)
+		out = ix.matches(d, k, out, false)
+	})
+	if len(out) > 0 || ix.HasSynced() {
+		return out
+	}
+	ix.store.readPages(func(d *data) {
+		if d != nil {
+			out = ix.matches(d, k, out, true)
 		}
 	})
 	return out
+}
+
+// matches appends the VMs (not templates) of d with key k to out.
+func (ix *Index) matches(d *data, k lookupKey, out []match, paged bool) []match {
+	seen := map[string]bool{}
+	for _, id := range k.idents(d) {
+		if id.template || seen[id.ref] {
+			continue
+		}
+		seen[id.ref] = true
+		m := match{ix: ix, ref: id.ref, paged: paged}
+		if vm, ok := d.details[id.ref]; ok && !paged {
+			m.vm, m.detailed = d.complete(ix.VCenter(), vm), true
+		} else {
+			m.vm = VM{VCenter: ix.VCenter(), Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref},
+				Name: id.name, UUID: id.uuidString(), GuestHostname: id.host}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// pagesAnswer reports whether a VM found in the pages of the first read
+// may be returned: the vCenter is up and the objects that place it are
+// known. Its details are then read directly (fetchPaged), so what is
+// returned is the vCenter's word of now, not the page's.
+func (ix *Index) pagesAnswer() bool { return ix.searchable() }
+
+// pagesArriving reports whether the index's first full read is making
+// progress (a page within SearchTimeout): a miss in its pages then waits
+// for the next ones, which the lookup's retry is woken for (Paged),
+// instead of searching the vCenter directly.
+func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving(ix.searchTimeout) }
+
+// Paged returns a channel closed after the next page of the index's
+// first full read, then replaced: lookups that missed may now find their
+// VM.
+func (ix *Index) Paged() <-chan struct{} { return ix.store.paged.C() }
+
+// fetchPaged reads the details of a VM found in the pages of the first
+// read (one request, shared with the lookups that arrive meanwhile,
+// within SearchTimeout), as a direct search's find would, and follows it
+// from then on.
+func (ix *Index) fetchPaged(ctx context.Context, r types.ManagedObjectReference) (VM, error) {
+	ctx, cancel := context.WithTimeout(ctx, ix.searchTimeout)
+	defer cancel()
+	vm, ok, err := ix.fetch(ctx, r)
+	switch {
+	case err != nil:
+		return VM{}, fmt.Errorf("vCenter %q: %w", ix.VCenter(), err)
+	case !ok:
+		return VM{}, fmt.Errorf("vCenter %q: VM %s, found in the first inventory read, is gone or no longer a VM in scope; absence is unproven until the read completes", ix.VCenter(), r.Value)
+	}
+	ix.interest.want(r.Value)
+	return vm, nil
 }
 
 // detail returns the VM with its details. Those the collector keeps are

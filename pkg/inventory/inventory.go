@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 )
 
@@ -67,12 +68,23 @@ type Options struct {
 	// first read is added at once; VMs created later are added within the
 	// interval. Negative: no bound.
 	FollowInterval time.Duration
+	// FirstReadSearches bounds the lookups that search directly a
+	// vCenter whose first read is making progress (its pages arriving):
+	// this many at once, refilled at this many per SearchTimeout (default
+	// 5; negative: none). Beyond it, a lookup that misses waits for the
+	// next pages (Peek says when a retry is worth it): a few Nodes are
+	// found at once, a registration storm costs no search per Node while
+	// the vCenters are busiest.
+	FirstReadSearches int
 	// Clock tells the time (default: the real clock).
 	Clock clock.Clock
 }
 
 // defaultFollowInterval is Options.FollowInterval when unset.
 const defaultFollowInterval = 30 * time.Second
+
+// defaultFirstReadSearches is Options.FirstReadSearches when unset.
+const defaultFirstReadSearches = 5
 
 // defaultSearchTimeout is Options.SearchTimeout when unset.
 const defaultSearchTimeout = 10 * time.Second
@@ -82,6 +94,9 @@ type Inventory struct {
 	indexes []*Index
 	opts    Options
 	wg      sync.WaitGroup
+	// searches is the budget of lookups that search vCenters whose first
+	// read is making progress (Options.FirstReadSearches); nil: none.
+	searches flowcontrol.PassiveRateLimiter
 }
 
 // New returns an Inventory over the given vCenter clients; call Start.
@@ -101,7 +116,17 @@ func New(clients []Client, opts Options) *Inventory {
 	if opts.EagerDetailsMax == 0 {
 		opts.EagerDetailsMax = 5000
 	}
+	if opts.FirstReadSearches == 0 {
+		opts.FirstReadSearches = defaultFirstReadSearches
+	}
 	inv := &Inventory{opts: opts}
+	if n := opts.FirstReadSearches; n > 0 {
+		var clk clock.PassiveClock = clock.RealClock{}
+		if opts.Clock != nil {
+			clk = opts.Clock
+		}
+		inv.searches = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(float32(float64(n)/opts.SearchTimeout.Seconds()), n, clk)
+	}
 	for _, c := range clients {
 		inv.indexes = append(inv.indexes, NewIndex(c, opts))
 	}
@@ -160,23 +185,33 @@ func (inv *Inventory) Index(vcenter string) *Index {
 // vCenter. It answers from the indexes; on a miss it asks directly only
 // the vCenters whose index is not current (see find).
 func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
+	keys, lk, err := uuidLookup(uuid)
+	if err != nil {
+		return VM{}, err
+	}
+	key := fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", keys[0], SwapUUID(keys[0]))
+	return inv.find(ctx, key, lk,
+		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, keys) })
+}
+
+// uuidLookup returns the UUIDs a lookup by uuid searches for (it, then
+// its byte-swapped form if different) and its key.
+func uuidLookup(uuid string) ([]string, lookupKey, error) {
 	u := NormalizeUUID(uuid)
 	if u == "" {
-		return VM{}, fmt.Errorf("%q is not a UUID", uuid)
+		return nil, lookupKey{}, fmt.Errorf("%q is not a UUID", uuid)
 	}
 	keys := []string{u}
 	if sw := SwapUUID(u); sw != u {
 		keys = append(keys, sw)
 	}
-	key := fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", u, SwapUUID(u))
 	var lk lookupKey
 	for _, k := range keys {
 		if uk, ok := parseUUID(k); ok {
 			lk.uuids = append(lk.uuids, uk)
 		}
 	}
-	return inv.find(ctx, key, lk,
-		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, keys) })
+	return keys, lk, nil
 }
 
 // FindByName finds the VM with this name in any vCenter. Names are only
@@ -206,12 +241,20 @@ type searchFunc func(context.Context, *Index) ([]VM, error)
 // hosts, clusters and folders known, is asked directly on a miss; one
 // never read, or down, makes a miss an error without a request: a lookup
 // must not become one vSphere request per node (and per retry, and per
-// lifecycle pass) exactly when a vCenter is busiest.
+// lifecycle pass) exactly when a vCenter is busiest. For the same reason,
+// a first read whose pages are arriving answers from them: a VM in the
+// pages read so far is found there (its details read directly), and a
+// miss waits for the next pages (Paged wakes the retry) instead of
+// searching.
 func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search searchFunc) (VM, error) {
 	var found []match
 	var incomplete []error
 	var ask []*Index // searchable, not current: worth a direct search on a miss
 	var stale error  // a match in a vCenter whose index is not current
+	// In their first read, pages arriving: searched on a miss only within
+	// the budget (Options.FirstReadSearches).
+	var paging []*Index
+	var pagingErrs []error
 	for _, ix := range inv.indexes {
 		// The status first: data read after the index said it is current
 		// is that read's or a newer one's, never a resync's old data
@@ -221,12 +264,15 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 		found = append(found, vms...)
 		switch {
 		case ok:
-		case search != nil && ix.searchable():
+		case search != nil && ix.searchable() && !ix.pagesArriving():
 			ask = append(ask, ix)
+		case search != nil && ix.searchable():
+			paging, pagingErrs = append(paging, ix), append(pagingErrs, err)
 		default:
 			incomplete = append(incomplete, err)
 		}
-		if len(vms) > 0 && stale == nil && !ix.answers() {
+		answers := ix.answers() || (len(vms) > 0 && vms[0].paged && ix.pagesAnswer())
+		if len(vms) > 0 && stale == nil && !answers {
 			stale = fmt.Errorf("%s is in vCenter %q, which cannot be asked now: %w", vms[0].vm.Location(), ix.VCenter(), err)
 		}
 	}
@@ -238,8 +284,23 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 		return VM{}, &IncompleteError{Key: key, Causes: []error{stale}}
 	case len(found) == 1 && found[0].detailed:
 		return found[0].vm, nil
+	case len(found) == 1 && found[0].paged:
+		vm, err := found[0].ix.fetchPaged(ctx, found[0].vm.Ref)
+		if err != nil {
+			return VM{}, &IncompleteError{Key: key, Causes: []error{err}}
+		}
+		return vm, nil
 	case len(found) == 1:
 		return found[0].ix.detail(ctx, found[0].ref)
+	}
+	if len(paging) > 0 {
+		if inv.searches != nil && inv.searches.TryAccept() {
+			ask = append(ask, paging...)
+		} else {
+			incomplete = append(incomplete, pagingErrs...)
+		}
+	}
+	switch {
 	case len(ask) == 0 && len(incomplete) > 0:
 		return VM{}, &IncompleteError{Key: key, Causes: incomplete}
 	case len(ask) == 0:

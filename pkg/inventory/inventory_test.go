@@ -31,21 +31,44 @@ type env struct {
 // datacenters optionally limits vc-a's datacenters in the config.
 func setup(t *testing.T, datacenters ...string) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(cancel)
-	f, err := vcsim.Start(ctx,
-		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: 2},
-		vcsim.Spec{Name: "vc-b", Hosts: 1, VMs: 2},
-		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
 	per := map[string][]string{}
 	if len(datacenters) > 0 {
 		per["vc-a"] = []string{"datacenters: [" + strings.Join(datacenters, ", ") + "]"}
 	}
+	e := connect(t, per,
+		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: 2},
+		vcsim.Spec{Name: "vc-b", Hosts: 1, VMs: 2},
+		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 2})
+	ctx, pool := e.ctx, e.pool
+	var clients []inventory.Client
+	for _, c := range pool.Clients() {
+		clients = append(clients, c)
+	}
+	// Not eager: the tests exercise details on demand, the harder path
+	// (TestSmallVCenterKeepsEveryDetail covers the eager one).
+	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second, EagerDetailsMax: -1, GuestHostnames: true})
+	rctx, stop := context.WithCancel(ctx)
+	inv.Start(rctx)
+	t.Cleanup(func() { stop(); inv.Wait() }) // before the pool and the simulators close
+	if err := inv.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.inv = inv
+	return e
+}
+
+// connect starts simulated vCenters and a connected pool over them, with
+// per's lines added to each vCenter's config; no inventory.
+func connect(t *testing.T, per map[string][]string, specs ...vcsim.Spec) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	f, err := vcsim.Start(ctx, specs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
 	text := f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n", per)
 	cfg, _, err := config.Parse("test.yaml", []byte(text), config.Options{})
 	if err != nil {
@@ -61,20 +84,7 @@ func setup(t *testing.T, datacenters ...string) *env {
 	}
 	pool.Start(ctx)
 	t.Cleanup(pool.Close)
-	var clients []inventory.Client
-	for _, c := range pool.Clients() {
-		clients = append(clients, c)
-	}
-	// Not eager: the tests exercise details on demand, the harder path
-	// (TestSmallVCenterKeepsEveryDetail covers the eager one).
-	inv := inventory.New(clients, inventory.Options{MaxWait: time.Second, EagerDetailsMax: -1, GuestHostnames: true})
-	rctx, stop := context.WithCancel(ctx)
-	inv.Start(rctx)
-	t.Cleanup(func() { stop(); inv.Wait() }) // before the pool and the simulators close
-	if err := inv.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &env{fleet: f, pool: pool, inv: inv, ctx: ctx}
+	return &env{fleet: f, pool: pool, ctx: ctx}
 }
 
 func TestLookups(t *testing.T) {

@@ -107,13 +107,15 @@ func TestUnreadableIdentities(t *testing.T) {
 
 // TestFirstReadStatus: before its first full read completes, an index
 // says it is not synced yet, and what the last attempt met; the objects
-// read ahead of the read place VMs for staleAfter, then expire (a read
-// that outlasts it costs lookups their direct searches: measured, letting
-// them go on for the whole read loaded the vCenters more than it saved,
-// scenario hundredk -hk-cold in docs/performance.md).
+// read ahead of the read place VMs for staleAfter after they were read or
+// after the read's last page, whichever is later: a read making progress
+// keeps them, one that stopped (a failed page) lets them expire. Its
+// pages are "arriving" for SearchTimeout after the collector began or the
+// last page; a failed page ends that at once, and the next page clears
+// the failure.
 func TestFirstReadStatus(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
-	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, Clock: fc})
+	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, SearchTimeout: 10 * time.Second, Clock: fc})
 	ix.status.roundFailed(errors.New("not connected yet"))
 	ix.status.objectsReadAhead()
 	if !ix.ObjectsKnown() {
@@ -122,8 +124,46 @@ func TestFirstReadStatus(t *testing.T) {
 	if _, _, err := ix.Status(); err == nil || !strings.Contains(err.Error(), "not synced yet (the last attempt failed: not connected yet)") {
 		t.Errorf("status during the read: %v; want not synced yet, with the earlier failure", err)
 	}
+	if ix.pagesArriving() {
+		t.Error("pages arriving before a collector began the read")
+	}
 	fc.Step(31 * time.Second)
 	if ix.ObjectsKnown() {
 		t.Error("objects still known after staleAfter")
+	}
+
+	// A collector begins the read again: pages arrive, and each keeps the
+	// objects (read again ahead of it) and the status current.
+	ix.status.objectsReadAhead()
+	ix.status.beginFullRead()
+	if !ix.pagesArriving() {
+		t.Error("pages not arriving when the read has just begun")
+	}
+	for range 4 {
+		fc.Step(9 * time.Second)
+		ix.status.pageRead()
+		if !ix.ObjectsKnown() || !ix.pagesArriving() {
+			t.Fatalf("a read with a page every 9s: objects known %v, pages arriving %v", ix.ObjectsKnown(), ix.pagesArriving())
+		}
+	}
+	if _, _, err := ix.Status(); err == nil || !strings.Contains(err.Error(), "being read for the first time (0 VMs so far)") {
+		t.Errorf("status while pages arrive: %v", err)
+	}
+	fc.Step(11 * time.Second)
+	if ix.pagesArriving() || !ix.ObjectsKnown() {
+		t.Errorf("no page for 11s: pages arriving %v (want false), objects known %v (want true)", ix.pagesArriving(), ix.ObjectsKnown())
+	}
+	ix.status.pageRead()
+	ix.status.roundFailed(errors.New("page lost"))
+	if ix.pagesArriving() {
+		t.Error("pages arriving after a failed page")
+	}
+	fc.Step(31 * time.Second)
+	if ix.ObjectsKnown() {
+		t.Error("objects known staleAfter after a failed page")
+	}
+	ix.status.pageRead()
+	if _, _, err := ix.Status(); err == nil || strings.Contains(err.Error(), "page lost") {
+		t.Errorf("status after the next page: %v; want the failure cleared", err)
 	}
 }

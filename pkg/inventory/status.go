@@ -29,9 +29,16 @@ type syncStatus struct {
 	// read on their own (see readObjects); its VMs are still empty.
 	objectsRead bool
 	objectsAt   time.Time // when they were read
-	fullReads   uint64    // full reads completed
-	err         error     // the last update round failed
-	at          time.Time // last successful update round
+	// firstRead: the first full read is under way on a collector (since
+	// readingAt); lastPage is when its last page arrived. While pages
+	// arrive, its pages answer lookups and the objects read ahead stay
+	// valid (see pagesArriving).
+	firstRead bool
+	readingAt time.Time
+	lastPage  time.Time
+	fullReads uint64    // full reads completed
+	err       error     // the last update round failed
+	at        time.Time // last successful update round
 
 	current notify.Notifier // at the next completed full read, or when updates resume
 }
@@ -58,14 +65,53 @@ func (s *syncStatus) hasSynced() bool {
 
 // objectsKnown reports whether the data's objects may place a VM: a full
 // read has completed, or the objects were read ahead less than staleAfter
-// ago.
+// ago, or the first read they were read ahead of has had a page within
+// staleAfter (it is making progress on the same collector; a read that
+// keeps failing lets them expire).
 func (s *syncStatus) objectsKnown(staleAfter time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.synced {
 		return true
 	}
-	return s.objectsRead && (staleAfter <= 0 || s.clock.Since(s.objectsAt) <= staleAfter)
+	if !s.objectsRead {
+		return false
+	}
+	last := s.objectsAt
+	if s.firstRead && s.lastPage.After(last) {
+		last = s.lastPage
+	}
+	return staleAfter <= 0 || s.clock.Since(last) <= staleAfter
+}
+
+// pagesArriving reports whether the first full read is under way and
+// making progress: it began, or its last page arrived, less than window
+// ago. Its pages then answer lookups, and a miss in them waits for the
+// next pages instead of a direct search.
+func (s *syncStatus) pagesArriving(window time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced || !s.firstRead {
+		return false
+	}
+	last := s.readingAt
+	if s.lastPage.After(last) {
+		last = s.lastPage
+	}
+	return s.clock.Since(last) <= window
+}
+
+// pageRead records a page of the first full read: the read makes
+// progress, so the failure that preceded it (a first connection, a
+// collector lost) is no longer the index's state.
+func (s *syncStatus) pageRead() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced {
+		return
+	}
+	s.lastPage = s.clock.Now()
+	s.err = nil
 }
 
 // objectsReadAhead records that the objects were read ahead of the first
@@ -86,6 +132,10 @@ func (s *syncStatus) beginFullRead() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resyncing = s.synced
+	s.firstRead = !s.synced
+	if s.firstRead {
+		s.readingAt, s.lastPage = s.clock.Now(), time.Time{}
+	}
 }
 
 // fullReadDone records a completed full read: the data is current.
@@ -93,6 +143,7 @@ func (s *syncStatus) fullReadDone() {
 	s.mu.Lock()
 	s.synced = true
 	s.objectsRead = false // the data's objects are the full read's now
+	s.firstRead = false
 	s.fullReads++
 	s.resyncing = false
 	s.err = nil
@@ -128,6 +179,9 @@ func (s *syncStatus) roundFailed(err error) (first bool) {
 	defer s.mu.Unlock()
 	first = s.err == nil || errors.Is(s.err, vcenter.ErrNotConnectedYet)
 	s.err = err
+	// A first read that failed a page is not making progress: lookups
+	// search directly again until its next page.
+	s.readingAt, s.lastPage = time.Time{}, time.Time{}
 	return first
 }
 

@@ -13,9 +13,15 @@ import (
 // take copies (data.complete) before the lock is released: nothing read
 // from the data outlives the lock.
 type store struct {
-	mu      sync.RWMutex
-	data    *data
+	mu   sync.RWMutex
+	data *data
+	// pages is the first full read's data so far, while it is under way
+	// (nil otherwise): the pages it has applied answer lookups before it
+	// completes (see Index.lookup).
+	pages   *data
 	changed notify.Notifier // details, identities or objects changed, or a full read was installed
+	// paged is notified after each page of a first full read.
+	paged notify.Notifier
 }
 
 func newStore() *store { return &store{data: newData()} }
@@ -38,10 +44,41 @@ func (s *store) write(fn func(d *data) (changed bool)) {
 	}
 }
 
-// install replaces the data with a full read's. It wakes no waiter:
-// the index does, once its status says the data is current.
+// readPages calls fn with the first full read's data so far (nil when
+// none is under way), read-locked.
+func (s *store) readPages(fn func(d *data)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn(s.pages)
+}
+
+// beginPages makes d, a first full read's staging data, readable by
+// lookups as its pages are applied (applyPage).
+func (s *store) beginPages(d *data) {
+	s.mu.Lock()
+	s.pages = d
+	s.mu.Unlock()
+}
+
+// applyPage calls fn, which applies a page to the staging data d,
+// locked (lookups may be reading d); when d is a first read's published
+// pages, it then wakes the waiters on paged.
+func (s *store) applyPage(d *data, fn func()) {
+	s.mu.Lock()
+	published := s.pages == d
+	fn()
+	s.mu.Unlock()
+	if published {
+		s.paged.Notify()
+	}
+}
+
+// install replaces the data with a full read's, and ends the pages of a
+// first read. It wakes no waiter: the index does, once its status says
+// the data is current.
 func (s *store) install(d *data) {
 	s.mu.Lock()
 	s.data = d
+	s.pages = nil
 	s.mu.Unlock()
 }

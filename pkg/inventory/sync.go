@@ -115,6 +115,9 @@ const maxObjectUpdates = 1000
 func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Duration) error {
 	if st.version == "" {
 		st.staging = newData() // the first call returns the full state at once
+		if !ix.HasSynced() {
+			ix.store.beginPages(st.staging) // lookups read its pages as they arrive
+		}
 	}
 	if added, err := ix.addPending(ctx, st); err != nil || added {
 		return err // added: poll again, which returns their details
@@ -125,7 +128,8 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	st.version = set.Version
 	if st.staging != nil {
-		st.staging.apply(set, st.details, ix.specOptions())
+		ix.store.applyPage(st.staging, func() { st.staging.apply(set, st.details, ix.specOptions()) })
+		ix.status.pageRead()
 		if set.Truncated != nil && *set.Truncated {
 			return nil // more pages to come
 		}

@@ -14,7 +14,8 @@ import (
 // refreshes the gauges; every change that may change an Observation wakes
 // Changed's waiters; an inventory that becomes current also wakes
 // Recovered's (the node-topology controller then asks the framework to
-// retry the Nodes waiting for initialization).
+// retry the Nodes waiting for initialization), and so does each page of
+// its first read.
 func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inventory.Index) {
 	refresh := func() {
 		if m := p.opts.Metrics; m != nil {
@@ -30,7 +31,7 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 	}
 	// Every channel is held across passes: one taken afresh at each pass
 	// would miss a change that fired while another case was handled.
-	changed, health, synced := ix.Changed(), c.HealthChanged(), ix.Synced()
+	changed, health, synced, paged := ix.Changed(), c.HealthChanged(), ix.Synced(), ix.Paged()
 	for {
 		select {
 		case <-ctx.Done():
@@ -50,13 +51,18 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 			refresh()
 			p.changes.Notify()
 			p.recovered.Notify()
+		case <-paged:
+			// Lookups that missed may find their VM in the new page.
+			paged = ix.Paged()
+			p.recovered.Notify()
 		}
 	}
 }
 
 // Recovered returns a channel closed when a vCenter's inventory next
-// becomes current (after its first read, a re-login, an outage), then
-// replaced: Nodes waiting for it can be retried.
+// becomes current (after its first read, a re-login, an outage), or its
+// first read reads another page, then replaced: Nodes waiting for it can
+// be retried (RetryDue says which).
 func (p *Provider) Recovered() <-chan struct{} { return p.recovered.C() }
 
 // HasUninitializedTaint reports whether the framework has yet to

@@ -108,6 +108,7 @@ func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudp
 	p.opts.Metrics.call("InstanceMetadata")
 	md, _, _, err := p.metadata(ctx, node)
 	p.warn(node, err, true)
+	p.failed.set(node.Name, err != nil)
 	return md, err
 }
 

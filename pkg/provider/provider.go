@@ -80,6 +80,7 @@ type Provider struct {
 
 	changes   notify.Notifier // see Changed
 	recovered notify.Notifier // see Recovered
+	failed    failedInits     // see RetryDue
 	kube      kubernetes.Interface
 
 	startMu   sync.Mutex    // serializes Start and Close

@@ -38,9 +38,13 @@ type Source interface {
 	// Observation, then replaced.
 	Changed() <-chan struct{}
 	// Recovered is closed when a vCenter's inventory next becomes
-	// current, then replaced: Nodes waiting for initialization are
-	// retried.
+	// current or reads another page of its first read, then replaced:
+	// Nodes waiting for initialization may be retried (RetryDue).
 	Recovered() <-chan struct{}
+	// RetryDue returns, among the Nodes waiting for initialization,
+	// those whose last initialization failed and whose VM can now be
+	// looked up, each once per failure; no effects but that record.
+	RetryDue(waiting []*v1.Node) []*v1.Node
 	// Observe computes a Node's Observation, without effects.
 	Observe(ctx context.Context, node *v1.Node) (provider.Observation, error)
 	// Power says whether vCenter proves the power state of node's VM now
@@ -65,9 +69,13 @@ type Options struct {
 	Resync time.Duration
 	// Relabel patches the Node's labels; default Relabel.
 	Relabel func(ctx context.Context, kube kubernetes.Interface, list []provider.Drift) error
-	// Clock drives the resync and the out-of-service grace periods
-	// (default: the real clock).
+	// Clock drives the resync, the retry pace and the out-of-service
+	// grace periods (default: the real clock).
 	Clock clock.WithTicker
+	// RetryPace is the least time between two passes over the Nodes
+	// waiting for initialization (default 1s; negative: none): pages of
+	// ten first reads arrive several times a second.
+	RetryPace time.Duration
 	// OutOfService is the out-of-service taint policy (off unless
 	// Enabled).
 	OutOfService config.OutOfService
@@ -102,6 +110,9 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.RetryPace == 0 {
+		opts.RetryPace = time.Second
 	}
 	c := &Controller{kube: kube, nodes: nodes.Lister(), src: src, opts: opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -201,9 +212,12 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			c.enqueueAll()
 		}
 	})
-	// A vCenter back: the Nodes waiting for it are retried now. The
-	// framework's node controller backs off exponentially (up to 1000 s)
-	// after failed initializations; a change of the Node brings it back.
+	// A vCenter back, or a page of a first read: the Nodes that failed
+	// for want of it are retried now. The framework's node controller
+	// backs off exponentially (up to 1000 s) after failed
+	// initializations; a change of the Node brings it back. Passes are
+	// at least RetryPace apart; a signal during the pause is kept by the
+	// channel taken before the pass.
 	recovered := c.src.Recovered()
 	wg.Start(func() {
 		for {
@@ -214,6 +228,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			}
 			recovered = c.src.Recovered()
 			c.retryWaiting(ctx)
+			if c.opts.RetryPace > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.opts.Clock.After(c.opts.RetryPace):
+				}
+			}
 		}
 	})
 	for range workers {
@@ -274,6 +295,11 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 // syncTopology observes one Node's placement, relabels it where the
 // policy says so, and reports.
 func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
+	if provider.HasUninitializedTaint(node) {
+		// The framework's node controller initializes it (and reports why
+		// it cannot); observed once it is, with its labels to compare.
+		return nil
+	}
 	obs, err := c.src.Observe(ctx, node)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Node not observed", "node", node.Name, "err", err)
@@ -310,10 +336,12 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 // minutes after its vCenter returned.
 const AnnotationRetry = "vsphere.vsphere-ccm.io/retry-requested"
 
-// retryWaiting annotates every Node that still waits for initialization
-// (it carries the framework's uninitialized taint), so that the
-// framework's node controller, which reacts to Node updates, retries it at
-// once.
+// retryWaiting annotates the Nodes that still wait for initialization
+// (they carry the framework's uninitialized taint) and that the provider
+// says are due (RetryDue: their initialization failed, and their VM can
+// now be looked up), so that the framework's node controller, which
+// reacts to Node updates, retries them at once. A Node not tried yet, or
+// still waiting for a vCenter, is not written.
 func (c *Controller) retryWaiting(ctx context.Context) {
 	log := klog.FromContext(ctx)
 	nodes, err := c.nodes.List(labels.Everything())
@@ -321,10 +349,13 @@ func (c *Controller) retryWaiting(ctx context.Context) {
 		utilruntime.HandleError(err)
 		return
 	}
+	var waiting []*v1.Node
 	for _, n := range nodes {
-		if !provider.HasUninitializedTaint(n) {
-			continue
+		if provider.HasUninitializedTaint(n) {
+			waiting = append(waiting, n)
 		}
+	}
+	for _, n := range c.src.RetryDue(waiting) {
 		if err := MergePatch(ctx, c.kube, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 			AnnotationRetry: c.opts.Clock.Now().UTC().Format(time.RFC3339Nano)}}}); err != nil {
 			log.Error(err, "Could not ask for a retry of a Node waiting for initialization", "node", n.Name)

@@ -46,11 +46,44 @@ type fakeSource struct {
 	power     map[string]provider.PowerProof
 	liveOn    map[string]bool  // ConfirmPoweredOff finds these powered on
 	outside   map[string]error // InScope's answers
+	due       map[string]bool  // RetryDue returns these, once each
+	asked     chan []string    // the waiting Nodes of each RetryDue pass
 }
 
 func newFakeSource() *fakeSource {
 	return &fakeSource{obs: map[string]provider.Observation{}, err: map[string]error{}, observed: make(chan *v1.Node, 1000),
-		power: map[string]provider.PowerProof{}, liveOn: map[string]bool{}, outside: map[string]error{}}
+		power: map[string]provider.PowerProof{}, liveOn: map[string]bool{}, outside: map[string]error{},
+		due: map[string]bool{}, asked: make(chan []string, 100)}
+}
+
+func (f *fakeSource) RetryDue(waiting []*v1.Node) []*v1.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var names []string
+	var out []*v1.Node
+	for _, n := range waiting {
+		names = append(names, n.Name)
+		if f.due[n.Name] {
+			delete(f.due, n.Name)
+			out = append(out, n)
+		}
+	}
+	slices.Sort(names)
+	f.asked <- names
+	return out
+}
+
+// retryPass waits for the next RetryDue pass and returns the names of
+// the waiting Nodes it was given.
+func (f *fakeSource) retryPass(t *testing.T) []string {
+	t.Helper()
+	select {
+	case names := <-f.asked:
+		return names
+	case <-time.After(30 * time.Second):
+		t.Fatal("no retry pass")
+		return nil
+	}
 }
 
 func (f *fakeSource) Changed() <-chan struct{} { return f.changed.C() }
@@ -289,34 +322,68 @@ func TestLookupErrorsLeftToTheFramework(t *testing.T) {
 	e.ev.None(t)
 }
 
-// TestRetryWaiting: when a vCenter is back, every Node that still waits
-// for initialization (the framework's uninitialized taint) is annotated,
-// so that the framework's node controller retries it at once; an
-// initialized Node is not touched.
+// TestRetryWaiting: when a vCenter is back (or a first read has read
+// another page), the provider is asked which of the Nodes still waiting
+// for initialization (the framework's uninitialized taint) are due, and
+// only those are annotated, so that the framework's node controller
+// retries them at once; an initialized Node is not even asked about.
+// Passes are RetryPace apart: a signal during the pause is served after
+// it. A Node waiting for initialization is not observed.
 func TestRetryWaiting(t *testing.T) {
 	src := newFakeSource()
 	_, ctx := ktesting.NewTestContext(t)
 	e := start(t, src, nil)
+	taint := []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}
 	for _, n := range []*v1.Node{
-		{ObjectMeta: metav1.ObjectMeta{Name: "waits"}, Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "waits"}, Spec: v1.NodeSpec{Taints: taint}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "not-due"}, Spec: v1.NodeSpec{Taints: taint}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "done"}},
 	} {
 		if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Both observed once: the informer has them.
-	for range 2 {
-		src.next(t)
+	// Only the initialized Node is observed: the informer has them all.
+	if got := src.next(t); got != "done" {
+		t.Fatalf("observed %s, want only the initialized Node", got)
 	}
+	poll.True(t, "the lister has the three Nodes", func() bool {
+		l, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 3
+	})
+	src.mu.Lock()
+	src.due["waits"] = true
+	src.mu.Unlock()
 	src.recovered.Notify()
+	if got := src.retryPass(t); !slices.Equal(got, []string{"not-due", "waits"}) {
+		t.Fatalf("RetryDue was given %v, want the two waiting Nodes", got)
+	}
 	poll.True(t, "the retry annotation", func() bool {
 		n, err := e.kube.CoreV1().Nodes().Get(ctx, "waits", metav1.GetOptions{})
 		return err == nil && n.Annotations[nodetopology.AnnotationRetry] != ""
 	})
-	if n, err := e.kube.CoreV1().Nodes().Get(ctx, "done", metav1.GetOptions{}); err != nil || n.Annotations[nodetopology.AnnotationRetry] != "" {
-		t.Errorf("the initialized Node was annotated: %v %v", err, n.Annotations)
+	for _, name := range []string{"done", "not-due"} {
+		if n, err := e.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil || n.Annotations[nodetopology.AnnotationRetry] != "" {
+			t.Errorf("%s was annotated: %v %v", name, err, n.Annotations)
+		}
 	}
+	// A signal during the pause: served once the pace has passed.
+	src.mu.Lock()
+	src.due["not-due"] = true
+	src.mu.Unlock()
+	src.recovered.Notify()
+	poll.True(t, "the pause waits on the clock", func() bool { return e.clk.HasWaiters() })
+	select {
+	case names := <-src.asked:
+		t.Fatalf("a pass within the pace: %v", names)
+	default:
+	}
+	e.clk.Step(time.Second)
+	src.retryPass(t)
+	poll.True(t, "the second Node's retry annotation", func() bool {
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, "not-due", metav1.GetOptions{})
+		return err == nil && n.Annotations[nodetopology.AnnotationRetry] != ""
+	})
 }
 
 // TestDeletionsHeld: Nodes labelled with a vCenter or datacenter that is
