@@ -68,13 +68,13 @@ type Options struct {
 	// first read is added at once; VMs created later are added within the
 	// interval. Negative: no bound.
 	FollowInterval time.Duration
-	// FirstReadSearches bounds the lookups that search directly a
-	// vCenter whose first read is making progress (its pages arriving):
-	// this many at once, refilled at this many per SearchTimeout (default
-	// 5; negative: none). Beyond it, a lookup that misses waits for the
-	// next pages (Peek says when a retry is worth it): a few Nodes are
-	// found at once, a registration storm costs no search per Node while
-	// the vCenters are busiest.
+	// FirstReadSearches bounds the lookups that search directly the
+	// vCenters whose first read is making progress (its pages arriving):
+	// this many at once (default 50; negative: none), then one a second.
+	// Beyond it, a lookup that misses waits for the next pages (Peek says
+	// when a retry is worth it): the Nodes of a small cluster are found
+	// at once, while a registration storm over ten vCenters costs no
+	// search per Node when the vCenters are busiest.
 	FirstReadSearches int
 	// Clock tells the time (default: the real clock).
 	Clock clock.Clock
@@ -84,7 +84,7 @@ type Options struct {
 const defaultFollowInterval = 30 * time.Second
 
 // defaultFirstReadSearches is Options.FirstReadSearches when unset.
-const defaultFirstReadSearches = 5
+const defaultFirstReadSearches = 50
 
 // defaultSearchTimeout is Options.SearchTimeout when unset.
 const defaultSearchTimeout = 10 * time.Second
@@ -125,7 +125,7 @@ func New(clients []Client, opts Options) *Inventory {
 		if opts.Clock != nil {
 			clk = opts.Clock
 		}
-		inv.searches = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(float32(float64(n)/opts.SearchTimeout.Seconds()), n, clk)
+		inv.searches = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(1, n, clk)
 	}
 	for _, c := range clients {
 		inv.indexes = append(inv.indexes, NewIndex(c, opts))
