@@ -332,7 +332,7 @@ func (ix *Index) matches(d *data, k lookupKey, out []match, paged bool) []match 
 		}
 		seen[id.ref] = true
 		m := match{ix: ix, ref: id.ref, paged: paged}
-		if vm, ok := d.details[id.ref]; ok && !paged {
+		if vm, ok := d.details[id.ref]; !paged && ok {
 			m.vm, m.detailed = d.complete(ix.VCenter(), vm), true
 		} else {
 			m.vm = VM{VCenter: ix.VCenter(), Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref},

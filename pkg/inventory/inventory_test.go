@@ -35,7 +35,7 @@ func setup(t *testing.T, datacenters ...string) *env {
 	if len(datacenters) > 0 {
 		per["vc-a"] = []string{"datacenters: [" + strings.Join(datacenters, ", ") + "]"}
 	}
-	e := connect(t, per,
+	e := connect(t, "", per,
 		vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1", "dc-2"}, Hosts: 2, VMs: 2},
 		vcsim.Spec{Name: "vc-b", Hosts: 1, VMs: 2},
 		vcsim.Spec{Name: "vc-c", Hosts: 1, VMs: 2})
@@ -58,8 +58,9 @@ func setup(t *testing.T, datacenters ...string) *env {
 }
 
 // connect starts simulated vCenters and a connected pool over them, with
-// per's lines added to each vCenter's config; no inventory.
-func connect(t *testing.T, per map[string][]string, specs ...vcsim.Spec) *env {
+// the global section (default: timeouts of 5 s and 3 s) and per's lines
+// added to each vCenter's config; no inventory.
+func connect(t *testing.T, global string, per map[string][]string, specs ...vcsim.Spec) *env {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -69,7 +70,10 @@ func connect(t *testing.T, per map[string][]string, specs ...vcsim.Spec) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
-	text := f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n", per)
+	if global == "" {
+		global = "global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n"
+	}
+	text := f.Config(global, per)
 	cfg, _, err := config.Parse("test.yaml", []byte(text), config.Options{})
 	if err != nil {
 		t.Fatal(err)

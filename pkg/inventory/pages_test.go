@@ -84,7 +84,9 @@ func (r gate) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 // read completes when its gate opens, and the VM found in the pages is
 // followed.
 func TestFirstReadPagesAnswer(t *testing.T) {
-	e := connect(t, nil, vcsim.Spec{Name: "vc-p", Hosts: 1, VMs: 250})
+	// The held poll must not time out while the test looks: a failed page
+	// ends "pages arriving" (TestFirstReadStatus).
+	e := connect(t, "global:\n  connectTimeout: 5s\n  requestTimeout: 10m\n", nil, vcsim.Spec{Name: "vc-p", Hosts: 1, VMs: 250})
 	vc := e.fleet.VCenter("vc-p")
 	client, err := e.pool.Client("vc-p")
 	if err != nil {

@@ -111,8 +111,9 @@ func TestUnreadableIdentities(t *testing.T) {
 // after the read's last page, whichever is later: a read making progress
 // keeps them, one that stopped (a failed page) lets them expire. Its
 // pages are "arriving" for SearchTimeout after the collector began or the
-// last page; a failed page ends that at once, and the next page clears
-// the failure.
+// last page; a failed page ends that at once (and the pages after it no
+// longer keep the objects read before it), and the next page clears the
+// failure.
 func TestFirstReadStatus(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, SearchTimeout: 10 * time.Second, Clock: fc})
@@ -165,5 +166,8 @@ func TestFirstReadStatus(t *testing.T) {
 	ix.status.pageRead()
 	if _, _, err := ix.Status(); err == nil || strings.Contains(err.Error(), "page lost") {
 		t.Errorf("status after the next page: %v; want the failure cleared", err)
+	}
+	if ix.ObjectsKnown() {
+		t.Error("a page after a failure revived objects read ahead of the failed round")
 	}
 }

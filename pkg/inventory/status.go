@@ -29,6 +29,10 @@ type syncStatus struct {
 	// read on their own (see readObjects); its VMs are still empty.
 	objectsRead bool
 	objectsAt   time.Time // when they were read
+	// objectsFollow: the objects were read ahead of the collector whose
+	// pages arrive now, so its pages keep them valid; a failed round ends
+	// it (the next collector reads them again, or they expire).
+	objectsFollow bool
 	// firstRead: the first full read is under way on a collector (since
 	// readingAt); lastPage is when its last page arrived. While pages
 	// arrive, its pages answer lookups and the objects read ahead stay
@@ -78,7 +82,7 @@ func (s *syncStatus) objectsKnown(staleAfter time.Duration) bool {
 		return false
 	}
 	last := s.objectsAt
-	if s.firstRead && s.lastPage.After(last) {
+	if s.firstRead && s.objectsFollow && s.lastPage.After(last) {
 		last = s.lastPage
 	}
 	return staleAfter <= 0 || s.clock.Since(last) <= staleAfter
@@ -124,6 +128,7 @@ func (s *syncStatus) objectsReadAhead() {
 	}
 	s.objectsRead = true
 	s.objectsAt = s.clock.Now()
+	s.objectsFollow = true
 }
 
 // beginFullRead marks the data as being read again: until the read
@@ -180,8 +185,10 @@ func (s *syncStatus) roundFailed(err error) (first bool) {
 	first = s.err == nil || errors.Is(s.err, vcenter.ErrNotConnectedYet)
 	s.err = err
 	// A first read that failed a page is not making progress: lookups
-	// search directly again until its next page.
+	// search directly again until its next page, and the objects read
+	// ahead expire StaleAfter after their read unless read again.
 	s.readingAt, s.lastPage = time.Time{}, time.Time{}
+	s.objectsFollow = false
 	return first
 }
 

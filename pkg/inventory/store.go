@@ -60,24 +60,32 @@ func (s *store) beginPages(d *data) {
 	s.mu.Unlock()
 }
 
-// applyPage calls fn, which applies a page to the staging data d,
-// locked (lookups may be reading d); when d is a first read's published
-// pages, it then wakes the waiters on paged.
+// applyPage calls fn, which applies a page to the staging data d. When
+// d is a first read's published pages (lookups may be reading it), fn
+// runs locked and the waiters on paged are woken after; otherwise (a
+// resync: nothing else reads d) without the lock. Only the sync loop
+// changes pages, so the check cannot go stale.
 func (s *store) applyPage(d *data, fn func()) {
-	s.mu.Lock()
+	s.mu.RLock()
 	published := s.pages == d
+	s.mu.RUnlock()
+	if !published {
+		fn()
+		return
+	}
+	s.mu.Lock()
 	fn()
 	s.mu.Unlock()
-	if published {
-		s.paged.Notify()
-	}
+	s.paged.Notify()
 }
 
-// install replaces the data with a full read's, and ends the pages of a
-// first read. It wakes no waiter: the index does, once its status says
-// the data is current.
+// install replaces the data with a full read's (without the details of
+// VMs no longer in scope), and ends the pages of a first read: d may be
+// them, so it is changed under the lock. It wakes no waiter: the index
+// does, once its status says the data is current.
 func (s *store) install(d *data) {
 	s.mu.Lock()
+	d.dropStrayDetails()
 	s.data = d
 	s.pages = nil
 	s.mu.Unlock()

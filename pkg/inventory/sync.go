@@ -47,7 +47,8 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 			if st != nil && st.session != s {
 				old := st
 				st = nil
-				go old.close(ctx) // best effort: the collector may be gone with its session
+				ix.store.beginPages(nil) // its pages are no longer read
+				go old.close(ctx)        // best effort: the collector may be gone with its session
 			}
 			if st == nil {
 				var err error
@@ -70,6 +71,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 		if st != nil && !isTransient(err) {
 			old := st
 			st = nil
+			ix.store.beginPages(nil) // its pages are no longer read
 			go old.close(ctx)
 		}
 		first := ix.status.roundFailed(err)
@@ -170,7 +172,6 @@ func (ix *Index) poll(ctx context.Context, st *collector, maxWait time.Duration)
 // installFullRead makes a completed full read the index's data, brings
 // the interest in line with it, and marks the index current.
 func (ix *Index) installFullRead(d *data) {
-	d.dropStrayDetails()
 	ix.store.install(d)
 	// The lookups made until now found nothing, or left their key.
 	keys := ix.interest.takeWanted()

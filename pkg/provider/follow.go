@@ -46,14 +46,19 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 		case <-tags:
 			tags = tc.Changed()
 			p.changes.Notify()
+			// A Node that failed for want of its tags may be retried.
+			p.progress.Add(1)
+			p.recovered.Notify()
 		case <-synced:
 			synced = ix.Synced()
 			refresh()
 			p.changes.Notify()
+			p.progress.Add(1)
 			p.recovered.Notify()
 		case <-paged:
 			// Lookups that missed may find their VM in the new page.
 			paged = ix.Paged()
+			p.progress.Add(1)
 			p.recovered.Notify()
 		}
 	}

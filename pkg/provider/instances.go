@@ -106,9 +106,10 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, e
 // region and labels of the node's VM.
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	p.opts.Metrics.call("InstanceMetadata")
+	at := p.progress.Load()
 	md, _, _, err := p.metadata(ctx, node)
 	p.warn(node, err, true)
-	p.failed.set(node.Name, err != nil)
+	p.initFailed(node.Name, err != nil, at)
 	return md, err
 }
 

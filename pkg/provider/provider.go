@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -81,7 +82,10 @@ type Provider struct {
 	changes   notify.Notifier // see Changed
 	recovered notify.Notifier // see Recovered
 	failed    failedInits     // see RetryDue
-	kube      kubernetes.Interface
+	// progress counts the inventories' progress (pages of first reads,
+	// reads completed, vCenters current again), before Recovered wakes.
+	progress atomic.Uint64
+	kube     kubernetes.Interface
 
 	startMu   sync.Mutex    // serializes Start and Close
 	started   chan struct{} // closed once Start has succeeded: the fields above are set

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
@@ -17,12 +18,18 @@ import (
 // looked up: not while its vCenter is down (its VM is known there, but
 // the vCenter cannot answer), at once when the vCenter is back. Each
 // failure is returned once; a Node never tried, or whose initialization
-// succeeded, is never due; a Node no longer waiting is forgotten.
+// succeeded, is never due; a Node whose VM exists nowhere is not due
+// until the inventories make progress; a Node no longer waiting is
+// forgotten.
 func TestRetryDue(t *testing.T) {
 	e := stretched(t, "", nil)
 	a, b := e.fleet.VCenter("vc-a"), e.fleet.VCenter("vc-b")
 	inA, inB, notTried := node(a.VMs[0]), node(b.VMs[0]), node(b.VMs[1])
-	waiting := []*v1.Node{inA, inB, notTried}
+	nowhere := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"}, Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}
+	if _, err := e.p.InstanceMetadata(e.ctx, nowhere); err == nil {
+		t.Fatal("InstanceMetadata of a Node whose VM exists nowhere succeeded")
+	}
+	waiting := []*v1.Node{inA, inB, notTried, nowhere}
 	due := func() []string {
 		var out []string
 		for _, n := range e.p.RetryDue(waiting) {
@@ -42,7 +49,7 @@ func TestRetryDue(t *testing.T) {
 		t.Fatalf("InstanceMetadata of a Node in vc-a: %v", err)
 	}
 	if got := due(); len(got) != 0 {
-		t.Errorf("due while vc-b is down: %v, want none", got)
+		t.Errorf("due while vc-b is down: %v, want none (%s: no progress since it failed)", got, nowhere.Name)
 	}
 
 	must.OK(t, b.SetMode(vcsim.Up))
@@ -51,8 +58,8 @@ func TestRetryDue(t *testing.T) {
 		got = due()
 		return len(got) > 0
 	})
-	if !slices.Equal(got, []string{inB.Name}) {
-		t.Errorf("due once vc-b is back: %v, want only %s (%s succeeded, %s was never tried)", got, inB.Name, inA.Name, notTried.Name)
+	if !slices.Equal(got, []string{inB.Name, nowhere.Name}) {
+		t.Errorf("due once vc-b is back: %v, want %s and %s (%s succeeded, %s was never tried)", got, inB.Name, nowhere.Name, inA.Name, notTried.Name)
 	}
 	if again := due(); len(again) != 0 {
 		t.Errorf("due again without a new failure: %v", again)

@@ -1,0 +1,76 @@
+package provider
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestInitFailedWakesWhenProgressWasMissed: a failure recorded after the
+// inventories made progress during its lookup (the page with its VM
+// arrived while it failed) wakes Recovered's waiters, so that a pass
+// after the record retries it; a failure without progress meanwhile, or
+// a success, wakes nobody.
+func TestInitFailedWakesWhenProgressWasMissed(t *testing.T) {
+	p := &Provider{}
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+
+	ch := p.recovered.C()
+	p.initFailed("quiet", true, p.progress.Load())
+	p.initFailed("ok", false, p.progress.Load())
+	if closed(ch) {
+		t.Error("Recovered woken by a failure without progress during its lookup")
+	}
+
+	at := p.progress.Load()
+	p.progress.Add(1) // a page arrived while the lookup failed
+	p.initFailed("missed", true, at)
+	if !closed(ch) {
+		t.Error("Recovered not woken by a failure that missed progress")
+	}
+}
+
+// TestFailedInitsTake: a failed Node is returned once its lookup is
+// answerable and the inventories made progress after its lookup began;
+// once returned, it is not returned again; a success forgets it; a Node
+// no longer waiting is forgotten.
+func TestFailedInitsTake(t *testing.T) {
+	var f failedInits
+	node := func(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	a, b, c, d := node("a"), node("b"), node("c"), node("d")
+	f.set("a", true, 1)
+	f.set("b", true, 2)
+	f.set("c", true, 1)
+	f.set("c", false, 1) // succeeded since
+	f.set("d", true, 1)
+	yes := func(*v1.Node) bool { return true }
+	names := func(ns []*v1.Node) (out []string) {
+		for _, n := range ns {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+
+	if got := names(f.take([]*v1.Node{a, b, c, d}, 1, yes)); len(got) != 0 {
+		t.Errorf("no progress since any failure: %v", got)
+	}
+	if got := names(f.take([]*v1.Node{a, b, c, d}, 2, func(n *v1.Node) bool { return n.Name != "d" })); len(got) != 1 || got[0] != "a" {
+		t.Errorf("progress 2: %v, want [a] (b failed at 2, c succeeded, d not answerable)", got)
+	}
+	if got := names(f.take([]*v1.Node{a, b, d}, 3, yes)); len(got) != 2 || got[0] != "b" || got[1] != "d" {
+		t.Errorf("progress 3: %v, want [b d] (a was returned already)", got)
+	}
+	f.set("gone", true, 1)
+	f.take([]*v1.Node{a}, 1, yes)
+	if got := names(f.take([]*v1.Node{node("gone")}, 5, yes)); len(got) != 0 {
+		t.Errorf("a Node forgotten when no longer waiting was returned: %v", got)
+	}
+}
