@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -220,14 +221,20 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	// channel taken before the pass.
 	recovered := c.src.Recovered()
 	wg.Start(func() {
+		// The Nodes RetryDue returned whose annotation could not be
+		// written: asked for again at the next pass, which comes after
+		// the pace without a signal.
+		unsent := map[string]bool{}
 		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-recovered:
+			if len(unsent) == 0 || c.opts.RetryPace <= 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-recovered:
+				}
 			}
 			recovered = c.src.Recovered()
-			c.retryWaiting(ctx)
+			c.retryWaiting(ctx, unsent)
 			if c.opts.RetryPace > 0 {
 				select {
 				case <-ctx.Done():
@@ -342,7 +349,7 @@ const AnnotationRetry = "vsphere.vsphere-ccm.io/retry-requested"
 // now be looked up), so that the framework's node controller, which
 // reacts to Node updates, retries them at once. A Node not tried yet, or
 // still waiting for a vCenter, is not written.
-func (c *Controller) retryWaiting(ctx context.Context) {
+func (c *Controller) retryWaiting(ctx context.Context, unsent map[string]bool) {
 	log := klog.FromContext(ctx)
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
@@ -355,10 +362,18 @@ func (c *Controller) retryWaiting(ctx context.Context) {
 			waiting = append(waiting, n)
 		}
 	}
-	for _, n := range c.src.RetryDue(waiting) {
+	due := c.src.RetryDue(waiting)
+	for _, n := range waiting {
+		if unsent[n.Name] && !slices.ContainsFunc(due, func(d *v1.Node) bool { return d.Name == n.Name }) {
+			due = append(due, n)
+		}
+	}
+	clear(unsent) // those no longer waiting are forgotten
+	for _, n := range due {
 		if err := MergePatch(ctx, c.kube, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 			AnnotationRetry: c.opts.Clock.Now().UTC().Format(time.RFC3339Nano)}}}); err != nil {
-			log.Error(err, "Could not ask for a retry of a Node waiting for initialization", "node", n.Name)
+			log.Error(err, "Could not ask for a retry of a Node waiting for initialization; trying again at the next pass", "node", n.Name)
+			unsent[n.Name] = true
 			continue
 		}
 		log.V(2).Info("Asked for a retry of a Node waiting for initialization", "node", n.Name)

@@ -7,14 +7,17 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -335,8 +338,9 @@ func TestLookupErrorsLeftToTheFramework(t *testing.T) {
 // only those are annotated, so that the framework's node controller
 // retries them at once; an initialized Node is not even asked about. A
 // pass comes after the pace (RetryPace, on the controller's clock) when
-// a signal came during the pause. A Node waiting for initialization is
-// not observed.
+// a signal came during the pause; an annotation that could not be
+// written is tried again at the next pass, without a signal. A Node
+// waiting for initialization is not observed.
 func TestRetryWaiting(t *testing.T) {
 	src := newFakeSource()
 	_, ctx := ktesting.NewTestContext(t)
@@ -374,12 +378,22 @@ func TestRetryWaiting(t *testing.T) {
 			t.Errorf("%s was annotated: %v %v", name, err, n.Annotations)
 		}
 	}
-	// A Node due later: annotated at the next pass.
+	// A Node due later whose annotation cannot be written at first: asked
+	// for again at the next pass, which needs no signal.
+	var failures atomic.Int32
+	failures.Store(1)
+	e.kube.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.(k8stesting.PatchAction).GetName() == "not-due" && failures.Add(-1) >= 0 {
+			return true, nil, errors.New("injected: the API server is busy")
+		}
+		return false, nil, nil
+	})
 	src.mu.Lock()
 	src.due["not-due"] = true
 	src.mu.Unlock()
 	src.recovered.Notify()
 	src.retryPass(t, e.clk)
+	src.retryPass(t, e.clk) // no signal: the unsent annotation alone
 	poll.True(t, "the second Node's retry annotation", func() bool {
 		n, err := e.kube.CoreV1().Nodes().Get(ctx, "not-due", metav1.GetOptions{})
 		return err == nil && n.Annotations[nodetopology.AnnotationRetry] != ""
