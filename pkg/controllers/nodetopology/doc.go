@@ -8,13 +8,17 @@
 // (labels.onDrift: relabel), the zone-moved taint (labels.onDrift: taint),
 // the placement labels (labels.placement), the out-of-service taint on a
 // proven power-off (nodes.outOfService), and the retry annotation that
-// makes the framework initialize Nodes at once when their vCenter returns.
+// makes the framework initialize at once the Nodes whose initialization
+// failed, when their VM can be looked up (their vCenter returned, or the
+// page of its first read with their VM arrived).
 // It asks the provider only what the provider alone can answer (its
-// Source: Observe, Power, ConfirmPoweredOff, InScope and two change
-// notifications, none with effects) and owns what it decides: the drift
+// Source: Observe, Power, ConfirmPoweredOff, InScope, RetryDue and two
+// change notifications, none with effects but RetryDue's record of what
+// it returned) and owns what it decides: the drift
 // and out-of-service records, their events (through the shared,
 // de-duplicating recorder of pkg/nodeevents) and its metrics (metrics.go),
 // including the count of Nodes that hold deletions back. The Nodes waiting
 // for initialization are those that carry the framework's uninitialized
-// taint, read from the Node lister.
+// taint, read from the Node lister; they are not observed until the
+// framework has initialized them.
 package nodetopology
