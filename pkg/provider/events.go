@@ -50,12 +50,49 @@ func reason(err error, notFoundIsProblem bool) string {
 		return ReasonTopologyConflict
 	case errors.As(err, &me), errors.As(err, &cm):
 		return ReasonTopologyTagMissing
-	case errors.Is(err, vcenter.ErrUnavailable):
+	case errors.Is(err, vcenter.ErrUnavailable) && !onlyStarting(err):
 		return ReasonVCenterUnreachable
 	case errors.Is(err, inventory.ErrNotFound) && notFoundIsProblem:
 		return ReasonVMNotFound
 	}
 	return ""
+}
+
+// onlyStarting reports whether every vCenter unavailability in err is one
+// whose first connection has no outcome yet (vcenter.ErrNotConnectedYet):
+// a CCM starting, not a vCenter an operator must look at. Lookups made in
+// the first moments would otherwise put a VCenterUnreachable event on
+// every Node.
+func onlyStarting(err error) bool {
+	found, starting := walkUnavailable(err)
+	return found && starting
+}
+
+// walkUnavailable finds the vcenter.UnavailableErrors in err's tree:
+// found, there is one; starting, each of them is ErrNotConnectedYet.
+func walkUnavailable(err error) (found, starting bool) {
+	var ue *vcenter.UnavailableError
+	switch e := err.(type) {
+	case nil:
+		return false, true
+	case interface{ Unwrap() []error }:
+		starting = true
+		for _, c := range e.Unwrap() {
+			f, s := walkUnavailable(c)
+			found, starting = found || f, starting && s
+		}
+		return found, starting
+	}
+	if errors.As(err, &ue) {
+		if !errors.Is(ue.Cause, vcenter.ErrNotConnectedYet) {
+			return true, false
+		}
+		return true, true
+	}
+	if u, ok := err.(interface{ Unwrap() error }); ok {
+		return walkUnavailable(u.Unwrap())
+	}
+	return false, true
 }
 
 // warn records a Warning event on node for a lookup error an operator
