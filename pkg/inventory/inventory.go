@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/util/flowcontrol"
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 )
 
@@ -68,13 +68,14 @@ type Options struct {
 	// first read is added at once; VMs created later are added within the
 	// interval. Negative: no bound.
 	FollowInterval time.Duration
-	// FirstReadSearches bounds the lookups that search directly the
-	// vCenters whose first read is making progress (its pages arriving):
-	// this many at once (default 50; negative: none), then one a second.
-	// Beyond it, a lookup that misses waits for the next pages (Peek says
-	// when a retry is worth it): the Nodes of a small cluster are found
-	// at once, while a registration storm over ten vCenters costs no
-	// search per Node when the vCenters are busiest.
+	// FirstReadSearches bounds the direct searches of vCenters whose
+	// first read is making progress (its pages arriving), counted per
+	// vCenter searched: this many at once (default 100; negative: none),
+	// refilled at a tenth of it per second. A lookup that misses searches
+	// all such vCenters or none; beyond the budget it waits for the next
+	// pages (Peek says when a retry is worth it). The Nodes of a small
+	// cluster are found at once, while a registration storm over ten
+	// vCenters costs no search per Node when the vCenters are busiest.
 	FirstReadSearches int
 	// Clock tells the time (default: the real clock).
 	Clock clock.Clock
@@ -84,7 +85,7 @@ type Options struct {
 const defaultFollowInterval = 30 * time.Second
 
 // defaultFirstReadSearches is Options.FirstReadSearches when unset.
-const defaultFirstReadSearches = 50
+const defaultFirstReadSearches = 100
 
 // defaultSearchTimeout is Options.SearchTimeout when unset.
 const defaultSearchTimeout = 10 * time.Second
@@ -94,9 +95,10 @@ type Inventory struct {
 	indexes []*Index
 	opts    Options
 	wg      sync.WaitGroup
-	// searches is the budget of lookups that search vCenters whose first
+	// searches is the budget of direct searches of vCenters whose first
 	// read is making progress (Options.FirstReadSearches); nil: none.
-	searches flowcontrol.PassiveRateLimiter
+	searches *rate.Limiter
+	clock    clock.PassiveClock
 }
 
 // New returns an Inventory over the given vCenter clients; call Start.
@@ -119,13 +121,12 @@ func New(clients []Client, opts Options) *Inventory {
 	if opts.FirstReadSearches == 0 {
 		opts.FirstReadSearches = defaultFirstReadSearches
 	}
-	inv := &Inventory{opts: opts}
+	inv := &Inventory{opts: opts, clock: clock.RealClock{}}
+	if opts.Clock != nil {
+		inv.clock = opts.Clock
+	}
 	if n := opts.FirstReadSearches; n > 0 {
-		var clk clock.PassiveClock = clock.RealClock{}
-		if opts.Clock != nil {
-			clk = opts.Clock
-		}
-		inv.searches = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(1, n, clk)
+		inv.searches = rate.NewLimiter(rate.Limit(float64(n)/10), n)
 	}
 	for _, c := range clients {
 		inv.indexes = append(inv.indexes, NewIndex(c, opts))
@@ -294,7 +295,7 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 		return found[0].ix.detail(ctx, found[0].ref)
 	}
 	if len(paging) > 0 {
-		if inv.searches != nil && inv.searches.TryAccept() {
+		if inv.searches != nil && inv.searches.AllowN(inv.clock.Now(), len(paging)) {
 			ask = append(ask, paging...)
 		} else {
 			incomplete = append(incomplete, pagingErrs...)
