@@ -1,7 +1,6 @@
 package inventory_test
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
@@ -29,15 +28,7 @@ func TestFollowInterval(t *testing.T) {
 		t.Fatalf("%d VMs in vc-a, want 4", len(vms))
 	}
 	vc.RecordRequests()
-	modifies := func() int {
-		n := 0
-		for _, r := range vc.Requests() {
-			if bytes.Contains(r.Body, []byte("<ModifyListView")) {
-				n++
-			}
-		}
-		return n
-	}
+	modifies := func() int { return calls(vc, "ModifyListView") }
 	followed := func(vm int) func() bool {
 		return func() bool {
 			d, ok := ix.VM(vms[vm].Ref)

@@ -132,15 +132,7 @@ func TestFirstReadPagesAnswer(t *testing.T) {
 	if len(in) == 0 || len(out) < 2 {
 		t.Fatalf("%d VMs in the pages read, %d not: want some of each", len(in), len(out))
 	}
-	searches := func() int {
-		n := 0
-		for _, r := range vc.Requests() {
-			if bytes.Contains(r.Body, []byte("<FindByUuid")) {
-				n++
-			}
-		}
-		return n
-	}
+	searches := func() int { return calls(vc, "FindByUuid") }
 
 	got, err := inv.FindByUUID(e.ctx, in[0].UUID)
 	if err != nil {
@@ -195,4 +187,16 @@ func TestFirstReadPagesAnswer(t *testing.T) {
 		_, ok := ix.VM(in[0].Ref)
 		return ix.HasSynced() && ok
 	})
+}
+
+// calls counts the SOAP calls of method among vc's recorded requests
+// (vc.RecordRequests).
+func calls(vc *vcsim.VCenter, method string) int {
+	n := 0
+	for _, r := range vc.Requests() {
+		if bytes.Contains(r.Body, []byte("<"+method)) {
+			n++
+		}
+	}
+	return n
 }
