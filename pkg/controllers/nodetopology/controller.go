@@ -74,8 +74,11 @@ type Options struct {
 	// grace periods (default: the real clock).
 	Clock clock.WithTicker
 	// RetryPace is the least time between two passes over the Nodes
-	// waiting for initialization (default 1s; negative: none): pages of
-	// ten first reads arrive several times a second.
+	// waiting for initialization (default 250ms; negative: none): pages
+	// of ten first reads arrive tens of times a second, and a vCenter's
+	// return comes in several signals (its tags, its pages, its read
+	// completed) that one pass after the pause serves together. Each
+	// Node is annotated once per failure however many passes there are.
 	RetryPace time.Duration
 	// OutOfService is the out-of-service taint policy (off unless
 	// Enabled).
@@ -113,7 +116,7 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.RetryPace == 0 {
-		opts.RetryPace = time.Second
+		opts.RetryPace = 250 * time.Millisecond
 	}
 	c := &Controller{kube: kube, nodes: nodes.Lister(), src: src, opts: opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
