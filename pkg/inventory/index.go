@@ -349,6 +349,12 @@ func (ix *Index) matches(d *data, k lookupKey, out []match, paged bool) []match 
 // returned is the vCenter's word of now, not the page's.
 func (ix *Index) pagesAnswer() bool { return ix.searchable() }
 
+// searchedOnMiss reports whether a miss in the index, when it is not
+// current, is searched for directly without a budget: it is searchable
+// and not in a first read whose pages are arriving. find decides with it,
+// and Peek, which must agree with find, too.
+func (ix *Index) searchedOnMiss() bool { return ix.searchable() && !ix.pagesArriving() }
+
 // pagesArriving reports whether the index's first full read is making
 // progress (a page within SearchTimeout): a miss in its pages then waits
 // for the next ones, which the lookup's retry is woken for (Paged),

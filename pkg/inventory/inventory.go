@@ -265,7 +265,7 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 		found = append(found, vms...)
 		switch {
 		case ok:
-		case search != nil && ix.searchable() && !ix.pagesArriving():
+		case search != nil && ix.searchedOnMiss():
 			ask = append(ask, ix)
 		case search != nil && ix.searchable():
 			paging, pagingErrs = append(paging, ix), append(pagingErrs, err)

@@ -35,7 +35,7 @@ func (inv *Inventory) Peek(m config.LookupMethod, value string) (found, settled 
 	for _, ix := range inv.indexes {
 		found = found || ix.holds(lk)
 		ok, _, _ := ix.Status()
-		if !ok && !(searchable && ix.searchable() && !ix.pagesArriving()) {
+		if !ok && !(searchable && ix.searchedOnMiss()) {
 			settled = false
 		}
 	}
