@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudconfig "k8s.io/cloud-provider/app/config"
@@ -85,9 +87,16 @@ func servingCSRController(ev *nodeevents.Recorder, m *servingcsr.Metrics) app.Co
 					klog.FromContext(ctx).Info("Kubelet serving certificate requests are left to other approvers (nodes.servingCertificates.approve is off)", "controller", servingcsr.Name)
 					return nil, false, nil
 				}
-				c, err := servingcsr.New(cc.ClientBuilder.ClientOrDie(ic.ClientName),
+				kube := cc.ClientBuilder.ClientOrDie(ic.ClientName)
+				sc := p.Config().Nodes.ServingCertificates
+				cluster, err := newServingCluster(ctx, kube, cc.SharedInformers.Core().V1().Nodes(), sc)
+				if err != nil {
+					return nil, false, err
+				}
+				c, err := servingcsr.New(kube,
 					cc.SharedInformers.Certificates().V1().CertificateSigningRequests(), cc.SharedInformers.Core().V1().Nodes(),
-					servingcsr.ProviderFacts{Provider: p}, p, servingcsr.Options{Events: ev, Metrics: m})
+					cluster, servingcsr.ProviderFacts{Provider: p}, p,
+					servingcsr.Options{Events: ev, Metrics: m, Bounds: servingcsr.Bounds{IPRanges: sc.AllowedIPRanges, DNSDomains: sc.AllowedDNSDomains}})
 				if err != nil {
 					return nil, false, err
 				}
@@ -96,6 +105,23 @@ func servingCSRController(ev *nodeevents.Recorder, m *servingcsr.Metrics) app.Co
 			}
 		},
 	}
+}
+
+// newServingCluster is the serving-csr controller's view of the cluster:
+// its own informers (Services, Namespaces, the API server's
+// EndpointSlices, ServiceCIDRs where the API server serves them) and
+// indexes on the shared Node informer, from nodes.servingCertificates.
+func newServingCluster(ctx context.Context, kube kubernetes.Interface, nodes coreinformers.NodeInformer, sc config.ServingCertificates) (*servingcsr.ClusterIndex, error) {
+	cidrAPI, err := servingcsr.ServesServiceCIDRs(ctx, kube)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", servingcsr.Name, err)
+	}
+	if !cidrAPI && len(sc.ServiceCIDRs) == 0 {
+		klog.FromContext(ctx).Info("Warning: the API server does not serve networking.k8s.io/v1 ServiceCIDRs and nodes.servingCertificates.serviceCIDRs is not set: "+
+			"only allocated Service addresses are refused, not the free ones of the Service range; set serviceCIDRs to the cluster's --service-cluster-ip-range", "controller", servingcsr.Name)
+	}
+	return servingcsr.NewClusterIndex(kube, nodes, servingcsr.ClusterOptions{ServiceCIDRs: sc.ServiceCIDRs, PodCIDRs: sc.PodCIDRs,
+		ControlPlaneEndpoints: sc.ControlPlaneEndpoints, ClusterDomain: sc.ClusterDomain, ServiceCIDRAPI: cidrAPI})
 }
 
 // newCCMCommand is k8s.io/cloud-provider's controller manager command (its

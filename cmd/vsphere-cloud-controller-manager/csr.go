@@ -14,6 +14,8 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/servingcsr"
@@ -127,27 +129,34 @@ func (o *csrExplainOptions) Run(ctx context.Context, names []string) error {
 	}
 	defer p.Close()
 	facts := servingcsr.ProviderFacts{Provider: p}
-	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	// What the cluster holds, through the controller's own informers.
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	nodes := inf.Core().V1().Nodes()
+	sc := cfg.Nodes.ServingCertificates
+	cluster, err := newServingCluster(ctx, kube, nodes, sc)
 	if err != nil {
-		return fmt.Errorf("list Nodes: %w", err)
+		return err
 	}
-	var cluster servingcsr.NodeList
-	for i := range nodes.Items {
-		cluster = append(cluster, &nodes.Items[i])
+	inf.Start(ctx.Done())
+	cluster.Start(ctx)
+	defer cluster.Shutdown()
+	defer inf.Shutdown()
+	defer cancel() // first: the informers stop with ctx
+	if !cache.WaitForCacheSync(ctx.Done(), cluster.HasSynced) {
+		return fmt.Errorf("read the cluster's Nodes, Services, Namespaces and EndpointSlices: %w", ctx.Err())
 	}
+	bounds := servingcsr.Bounds{IPRanges: sc.AllowedIPRanges, DNSDomains: sc.AllowedDNSDomains}
 	var out []csrExplanation
 	problems := 0
 	for i := range csrs {
 		c := &csrs[i]
-		req, v := servingcsr.Inspect(c)
+		var node *v1.Node
+		if n, err := nodes.Lister().Get(servingcsr.NodeName(c)); err == nil {
+			node = n
+		}
+		req, v := servingcsr.Inspect(c, node)
 		if v == nil {
-			var node *v1.Node
-			for _, n := range cluster {
-				if n.Name == req.Node {
-					node = n
-				}
-			}
-			d := servingcsr.Decide(ctx, req, node, facts, cluster)
+			d := servingcsr.Decide(ctx, req, node, facts, cluster, bounds)
 			v = &d
 		}
 		if v.Decision == servingcsr.Ignore && len(names) == 0 {

@@ -553,9 +553,7 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 	n.OutOfService = OutOfService{Enabled: deref(oos.Enabled),
 		NotReadyFor:   orDefault(oos.NotReadyFor, DefaultOutOfServiceNotReadyFor),
 		PoweredOffFor: orDefault(oos.PoweredOffFor, DefaultOutOfServicePoweredOffFor)}
-	if sc := raw.ServingCertificates; sc != nil {
-		n.ServingCertificates.Approve = deref(sc.Approve)
-	}
+	n.ServingCertificates = b.buildServingCertificates(raw.ServingCertificates)
 	for _, m := range deref(raw.LookupOrder) {
 		n.LookupOrder = append(n.LookupOrder, LookupMethod(m))
 	}
@@ -564,6 +562,35 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 	}
 	return n
 }
+
+// buildServingCertificates reads nodes.servingCertificates; names are
+// compared lower case, without a dot at either end.
+func (b *builder) buildServingCertificates(sc *rawServingCertificates) ServingCertificates {
+	const p = "nodes.servingCertificates"
+	if sc == nil {
+		return ServingCertificates{ClusterDomain: DefaultClusterDomain}
+	}
+	out := ServingCertificates{Approve: deref(sc.Approve),
+		AllowedIPRanges: b.prefixes(p+".allowedIPRanges", sc.AllowedIPRanges),
+		ServiceCIDRs:    b.prefixes(p+".serviceCIDRs", sc.ServiceCIDRs),
+		PodCIDRs:        b.prefixes(p+".podCIDRs", sc.PodCIDRs),
+		ClusterDomain:   dnsName(orDefault(sc.ClusterDomain, DefaultClusterDomain)),
+	}
+	for _, d := range deref(sc.AllowedDNSDomains) {
+		out.AllowedDNSDomains = append(out.AllowedDNSDomains, dnsName(d))
+	}
+	for _, e := range deref(sc.ControlPlaneEndpoints) {
+		out.ControlPlaneEndpoints = append(out.ControlPlaneEndpoints, dnsName(e))
+	}
+	if sc.AllowedIPRanges != nil && len(*sc.AllowedIPRanges) == 0 {
+		b.errorf(p+".allowedIPRanges", "is empty: it would deny every IP SAN; list the ranges Node addresses are in, or remove the key")
+	}
+	return out
+}
+
+// dnsName is a name as compared: lower case, without surrounding blanks
+// or a dot at either end.
+func dnsName(s string) string { return strings.Trim(strings.ToLower(strings.TrimSpace(s)), ".") }
 
 // prefixes parses a list of CIDRs; every bad entry is reported.
 func (b *builder) prefixes(path string, raw *[]string) []netip.Prefix {

@@ -163,8 +163,13 @@ func TestValidFixtures(t *testing.T) {
 			if o := cfg.Nodes.OutOfService; !o.Enabled || o.NotReadyFor != 2*time.Minute || o.PoweredOffFor != DefaultOutOfServicePoweredOffFor {
 				t.Errorf("outOfService: %+v", o)
 			}
-			if !cfg.Nodes.ServingCertificates.Approve {
-				t.Errorf("servingCertificates: %+v", cfg.Nodes.ServingCertificates)
+			wantSC := ServingCertificates{Approve: true,
+				AllowedIPRanges:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16"), netip.MustParsePrefix("fd00::/64")},
+				AllowedDNSDomains: []string{"nodes.example.com"}, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
+				PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}, ControlPlaneEndpoints: []string{"10.0.0.10", "api.example.com"},
+				ClusterDomain: "k8s.example"}
+			if diff := cmp.Diff(wantSC, cfg.Nodes.ServingCertificates, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+				t.Errorf("servingCertificates: %s", diff)
 			}
 			if diff := cmp.Diff([]LookupMethod{LookupUUID, LookupGuestHostname, LookupVMName}, cfg.Nodes.LookupOrder); diff != "" {
 				t.Errorf("lookup order: %s", diff)

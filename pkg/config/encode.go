@@ -132,7 +132,10 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 	if o := cfg.Nodes.OutOfService; o != (OutOfService{NotReadyFor: DefaultOutOfServiceNotReadyFor, PoweredOffFor: DefaultOutOfServicePoweredOffFor}) {
 		f.Nodes.OutOfService = &yamlOutOfService{Enabled: o.Enabled, NotReadyFor: o.NotReadyFor.String(), PoweredOffFor: o.PoweredOffFor.String()}
 	}
-	if sc := cfg.Nodes.ServingCertificates; sc != (ServingCertificates{}) {
+	if sc := cfg.Nodes.ServingCertificates; !reflect.DeepEqual(sc, ServingCertificates{ClusterDomain: DefaultClusterDomain}) {
+		if sc.ClusterDomain == DefaultClusterDomain {
+			sc.ClusterDomain = "" // omitted: the default
+		}
 		f.Nodes.ServingCertificates = &sc
 	}
 	if !reflect.DeepEqual(cfg.Labels, Labels{OnDrift: DriftKeep}) {

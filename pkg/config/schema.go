@@ -131,7 +131,13 @@ type rawNodes struct {
 }
 
 type rawServingCertificates struct {
-	Approve *bool `yaml:"approve" ini:"-"`
+	Approve               *bool     `yaml:"approve" ini:"-"`
+	AllowedIPRanges       *[]string `yaml:"allowedIPRanges" ini:"-"`
+	AllowedDNSDomains     *[]string `yaml:"allowedDNSDomains" ini:"-"`
+	ServiceCIDRs          *[]string `yaml:"serviceCIDRs" ini:"-"`
+	PodCIDRs              *[]string `yaml:"podCIDRs" ini:"-"`
+	ControlPlaneEndpoints *[]string `yaml:"controlPlaneEndpoints" ini:"-"`
+	ClusterDomain         *string   `yaml:"clusterDomain" ini:"-"`
 }
 
 type rawOutOfService struct {

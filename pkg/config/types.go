@@ -355,7 +355,36 @@ type ServingCertificates struct {
 	// Approve turns the controller on (default off). Every VM's guest
 	// addresses are then read too (to tell an address only one VM reports).
 	Approve bool `json:"approve"`
+	// AllowedIPRanges, if set, bound the IP SANs: an address outside every
+	// range is denied (default: none, no bound beyond the other checks).
+	AllowedIPRanges []netip.Prefix `json:"allowedIPRanges,omitempty"`
+	// AllowedDNSDomains, if set, bound the guest host names approved: a
+	// DNS SAN other than the Node's own name must be under one of these
+	// domains (default: none). The names are lower case, without a dot at
+	// either end.
+	AllowedDNSDomains []string `json:"allowedDNSDomains,omitempty" validate:"dive,dnsdomain"`
+	// ServiceCIDRs are the cluster's Service ranges, for clusters whose
+	// API server does not serve networking.k8s.io/v1 ServiceCIDRs
+	// (before Kubernetes 1.33); the ServiceCIDR objects are read as well
+	// when it does (default: none).
+	ServiceCIDRs []netip.Prefix `json:"serviceCIDRs,omitempty"`
+	// PodCIDRs are the cluster's Pod ranges (kube-controller-manager's
+	// --cluster-cidr); every Node's spec.podCIDRs are read as well
+	// (default: none).
+	PodCIDRs []netip.Prefix `json:"podCIDRs,omitempty"`
+	// ControlPlaneEndpoints are the API server's addresses and names as
+	// clients reach them (kubeadm's controlPlaneEndpoint, a load
+	// balancer's VIP and name), never approved for a Node; the addresses
+	// of the default/kubernetes EndpointSlices are read as well (default:
+	// none).
+	ControlPlaneEndpoints []string `json:"controlPlaneEndpoints,omitempty" validate:"dive,endpointhost"`
+	// ClusterDomain is the cluster's DNS domain: no name under it is
+	// approved (default cluster.local).
+	ClusterDomain string `json:"clusterDomain,omitempty" validate:"omitempty,dnsdomain"`
 }
+
+// DefaultClusterDomain is the default of ServingCertificates.ClusterDomain.
+const DefaultClusterDomain = "cluster.local"
 
 // OutOfService is the opt-in policy under which the node-topology
 // controller adds node.kubernetes.io/out-of-service=nodeshutdown:NoExecute

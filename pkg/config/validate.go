@@ -31,6 +31,11 @@ func newValidator() *validator.Validate {
 		}
 	}
 	must(v.RegisterValidation("vchost", func(fl validator.FieldLevel) bool { return validHost(fl.Field().String()) }))
+	must(v.RegisterValidation("endpointhost", func(fl validator.FieldLevel) bool { return validHost(fl.Field().String()) }))
+	must(v.RegisterValidation("dnsdomain", func(fl validator.FieldLevel) bool {
+		s := fl.Field().String()
+		return !strings.Contains(s, "*") && len(k8svalidation.IsDNS1123Subdomain(s)) == 0
+	}))
 	must(v.RegisterValidation("thumbprint", func(fl validator.FieldLevel) bool { return thumbprintRE.MatchString(fl.Field().String()) }))
 	must(v.RegisterValidation("labelvalue", func(fl validator.FieldLevel) bool {
 		return len(k8svalidation.IsValidLabelValue(fl.Field().String())) == 0
@@ -146,6 +151,10 @@ func ruleMessage(fe validator.FieldError) string {
 			return fmt.Sprintf("%q is not a host name: put the port in the port field", s)
 		}
 		return fmt.Sprintf("%q is not a valid host name or IP address", s)
+	case "endpointhost":
+		return fmt.Sprintf("%q is not a host name or IP address: write the name or the address alone, without a scheme or port", val)
+	case "dnsdomain":
+		return fmt.Sprintf("%q is not a DNS domain: write it like example.com (letters, digits, '-' and '.', no wildcard)", val)
 	case "thumbprint":
 		return fmt.Sprintf("%q is not a certificate fingerprint: write the SHA-1 or SHA-256 fingerprint as colon-separated hex pairs (AB:CD:...)", val)
 	case "labelvalue":

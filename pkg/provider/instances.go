@@ -150,6 +150,7 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 	if err != nil {
 		return nil, vm, topo, fmt.Errorf("node %s: %w", node.Name, err)
 	}
+	addrs = servingHostname(node, addrs, p.cfg.Nodes.ServingCertificates)
 	id := node.Spec.ProviderID // immutable once set: answered as it is, as the reference does
 	if id == "" {
 		id = p.providerID(vm)

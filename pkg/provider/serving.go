@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/hostnames"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 )
@@ -85,4 +88,46 @@ func (p *Provider) IPOwners(ip netip.Addr) ([]inventory.IPOwner, error) {
 		return nil, p.notReady()
 	}
 	return p.inv.IPOwners(ip)
+}
+
+// SearchIP asks every vCenter, in all its datacenters, which VMs (by
+// their primary guest address) and which ESXi hosts (by their VMkernel
+// adapters) have ip: two requests per vCenter (inventory.SearchIP). An
+// error means a vCenter could not answer.
+func (p *Provider) SearchIP(ctx context.Context, ip netip.Addr) ([]inventory.AddressHolder, error) {
+	if !p.ready() {
+		return nil, p.notReady()
+	}
+	return p.inv.SearchIP(ctx, ip)
+}
+
+// ConfirmAbsent asks every vCenter, in all its datacenters, for a VM with
+// the BIOS UUID of node's providerID: nil only when every vCenter answered
+// and none has it (inventory.Inventory.ConfirmAbsent).
+func (p *Provider) ConfirmAbsent(ctx context.Context, node *v1.Node) error {
+	if !p.ready() {
+		return p.notReady()
+	}
+	uuid, err := providerid.UUID(node.Spec.ProviderID)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	return p.inv.ConfirmAbsent(ctx, uuid)
+}
+
+// servingHostname drops the guest's host name from a Node's addresses
+// when serving certificates are approved and the approver would refuse it
+// for this Node (hostnames.Fits: not the Node's name nor under it, or
+// outside nodes.servingCertificates.allowedDNSDomains): the kubelet asks
+// for a certificate with the names its Node is published with, so a
+// truthful Node must not be published a name its request is then denied.
+// The kubelet's own Hostname address then stays (the cloud node
+// controller keeps it when the provider gives none).
+func servingHostname(node *v1.Node, addrs []v1.NodeAddress, sc config.ServingCertificates) []v1.NodeAddress {
+	if !sc.Approve {
+		return addrs
+	}
+	return slices.DeleteFunc(addrs, func(a v1.NodeAddress) bool {
+		return a.Type == v1.NodeHostName && !hostnames.Fits(node.Name, a.Address, sc.AllowedDNSDomains)
+	})
 }

@@ -131,3 +131,20 @@ func (v *VCenter) SetHardware(ctx context.Context, vm types.ManagedObjectReferen
 	}
 	return task.Wait(ctx)
 }
+
+// AddHostAddress gives an ESXi host one more VMkernel adapter with ip
+// (config.network.vnic), as a vMotion or vSAN network adds one.
+func (v *VCenter) AddHostAddress(host types.ManagedObjectReference, ip string) {
+	h, ok := v.Model.Map().Get(host).(*simulator.HostSystem)
+	if !ok {
+		return
+	}
+	v.Model.Map().WithLock(v.Model.Service.Context, h, func() {
+		cfg := *h.Config // copies: the simulator's hosts may share the template's
+		nw := *cfg.Network
+		nw.Vnic = append(slices.Clone(nw.Vnic), types.HostVirtualNic{Device: fmt.Sprintf("vmk%d", len(nw.Vnic)),
+			Spec: types.HostVirtualNicSpec{Ip: &types.HostIpConfig{IpAddress: ip, SubnetMask: "255.255.255.0"}}})
+		cfg.Network = &nw
+		h.Config = &cfg
+	})
+}

@@ -3,7 +3,6 @@ package servingcsr
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	certinformers "k8s.io/client-go/informers/certificates/v1"
@@ -27,9 +25,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 )
 
 // Name is the controller's name in --controllers.
@@ -62,8 +58,12 @@ type Options struct {
 	Metrics *Metrics
 	// RetryMin and RetryMax bound the back-off of a pending request's
 	// retries (default 1s and 2m); an inventory change or a vCenter that
-	// becomes current retries every pending request at once.
-	RetryMin, RetryMax time.Duration
+	// becomes current retries every pending request at once, at most once
+	// per RetryPace (default 250ms; negative: no pace), so that a storm
+	// of inventory changes costs one pass per pace.
+	RetryMin, RetryMax, RetryPace time.Duration
+	// Bounds are the operator's bounds on addresses and names.
+	Bounds Bounds
 	// Clock drives the retries and the conditions' times (default: the
 	// real clock).
 	Clock clock.WithTicker
@@ -75,6 +75,7 @@ type Controller struct {
 	kube    kubernetes.Interface
 	csrs    certlisters.CertificateSigningRequestLister
 	nodes   corelisters.NodeLister
+	cluster *ClusterIndex
 	synced  []cache.InformerSynced
 	facts   Facts
 	notices Notices
@@ -88,19 +89,23 @@ type Controller struct {
 // waiting is a pending request: its Node and why it waits.
 type waiting struct{ node, reason string }
 
-// New returns a controller on the shared informers; Run starts it.
+// New returns a controller on the shared informers and the cluster's
+// index (NewClusterIndex on the same Node informer); Run starts it.
 func New(kube kubernetes.Interface, csrs certinformers.CertificateSigningRequestInformer, nodes coreinformers.NodeInformer,
-	facts Facts, notices Notices, opts Options) (*Controller, error) {
+	cluster *ClusterIndex, facts Facts, notices Notices, opts Options) (*Controller, error) {
 	if opts.RetryMin <= 0 {
 		opts.RetryMin = time.Second
 	}
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 2 * time.Minute
 	}
+	if opts.RetryPace == 0 {
+		opts.RetryPace = 250 * time.Millisecond
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	c := &Controller{kube: kube, csrs: csrs.Lister(), nodes: nodes.Lister(), facts: facts, notices: notices, opts: opts,
+	c := &Controller{kube: kube, csrs: csrs.Lister(), nodes: nodes.Lister(), cluster: cluster, facts: facts, notices: notices, opts: opts,
 		pending: map[string]waiting{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryMin, opts.RetryMax),
@@ -135,7 +140,7 @@ func New(kube kubernetes.Interface, csrs certinformers.CertificateSigningRequest
 	if err != nil {
 		return nil, fmt.Errorf("%s: Node event handler: %w", Name, err)
 	}
-	c.synced = []cache.InformerSynced{reg.HasSynced, nreg.HasSynced}
+	c.synced = []cache.InformerSynced{reg.HasSynced, nreg.HasSynced, cluster.HasSynced}
 	return c, nil
 }
 
@@ -182,8 +187,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		c.opts.Recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component})
 	}
 	var wg wait.Group
+	defer c.cluster.Shutdown() // after ctx ended: its informers stop with it
 	defer wg.Wait()
 	defer c.queue.ShutDown()
+	c.cluster.Start(ctx)
 	// Taken before the first request is decided: a change after it
 	// either is seen by that decision or fires the channel.
 	changed, recovered := c.notices.Changed(), c.notices.Recovered()
@@ -203,6 +210,15 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 				recovered = c.notices.Recovered()
 			}
 			c.retryPending()
+			// Paced: a change meanwhile closes the channels just taken,
+			// so it is seen after the pace, never lost.
+			if c.opts.RetryPace > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.opts.Clock.After(c.opts.RetryPace):
+				}
+			}
 		}
 	})
 	for range workers {
@@ -243,21 +259,17 @@ func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	req, v := Inspect(csr)
-	if v != nil && v.Decision == Ignore {
-		c.settle(name)
-		return false, nil
-	}
 	var node *v1.Node // nil when it does not exist
-	if n := NodeName(csr); n != "" {
+	if n := NodeName(csr); n != "" && csr.Spec.SignerName == SignerName {
 		if node, err = c.nodes.Get(n); apierrors.IsNotFound(err) {
 			node = nil
 		} else if err != nil {
 			return false, err
 		}
 	}
+	req, v := Inspect(csr, node)
 	if v == nil {
-		decided := Decide(ctx, req, node, c.facts, listerCluster{c.nodes})
+		decided := Decide(ctx, req, node, c.facts, c.cluster, c.opts.Bounds)
 		v = &decided
 	}
 	log := klog.FromContext(ctx).WithValues("csr", name, "node", NodeName(csr))
@@ -342,49 +354,6 @@ var (
 	eventWord = map[Decision]string{Approve: "Approved", Deny: "Denied", Pending: "Pending"}
 	pastTense = map[Decision]string{Approve: "approved", Deny: "denied"}
 )
-
-// listerCluster is the Cluster of the controller's Node lister.
-type listerCluster struct{ nodes corelisters.NodeLister }
-
-func (l listerCluster) NodeExists(name string) bool {
-	_, err := l.nodes.Get(name)
-	return err == nil
-}
-
-func (l listerCluster) OthersOnVM(node *v1.Node) []string {
-	all, err := l.nodes.List(labels.Everything())
-	if err != nil {
-		return nil
-	}
-	return NodeList(all).OthersOnVM(node)
-}
-
-// NodeList is the Cluster of a list of Nodes (tools that list them once).
-type NodeList []*v1.Node
-
-// NodeExists implements Cluster.
-func (l NodeList) NodeExists(name string) bool {
-	return slices.ContainsFunc(l, func(n *v1.Node) bool { return n.Name == name })
-}
-
-// OthersOnVM implements Cluster.
-func (l NodeList) OthersOnVM(node *v1.Node) []string {
-	uuid, err := providerid.UUID(node.Spec.ProviderID)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, n := range l {
-		if n.Name == node.Name {
-			continue
-		}
-		if other, err := providerid.UUID(n.Spec.ProviderID); err == nil && inventory.SameUUID(uuid, other) {
-			out = append(out, n.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
 
 // Pending lists the requests that wait and why, by name (for tests and
 // status pages).

@@ -43,6 +43,12 @@ func (s *switchFacts) IPOwners(ctx context.Context, ip netip.Addr) ([]string, er
 	return s.facts.IPOwners(ctx, ip)
 }
 
+func (s *switchFacts) IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.facts.IPHolders(ctx, ip)
+}
+
 // notices fire on demand.
 type notices struct {
 	mu                 sync.Mutex
@@ -110,8 +116,8 @@ func TestController(t *testing.T) {
 	}
 	kube := fake.NewClientset(objs...)
 	vms := map[string]VM{
-		"worker-1": {ID: "vc-a/vm-1", VMName: "worker-1", Name: "vc-a/dc/worker-1", PoweredOn: true, Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.5")}},
-		"worker-2": {ID: "vc-b/vm-2", VMName: "worker-2", Name: "vc-b/dc/worker-2", PoweredOn: true, Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.6")}},
+		"worker-1": vmOf("vc-a/vm-1", "worker-1", "", "10.0.0.5"),
+		"worker-2": vmOf("vc-b/vm-2", "worker-2", "", "10.0.0.6"),
 	}
 	owners := map[netip.Addr][]string{netip.MustParseAddr("10.0.0.5"): {"vc-a/vm-1"}, netip.MustParseAddr("10.0.0.6"): {"vc-b/vm-2"}}
 	facts := &switchFacts{}
@@ -122,7 +128,11 @@ func TestController(t *testing.T) {
 	events := record.NewFakeRecorder(100)
 	m := NewMetrics()
 	inf := informers.NewSharedInformerFactory(kube, 0)
-	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), down, n,
+	cluster, err := NewClusterIndex(kube, inf.Core().V1().Nodes(), ClusterOptions{ServiceCIDRAPI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), cluster, down, n,
 		Options{Recorder: events, Metrics: m, RetryMin: time.Hour, RetryMax: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +219,10 @@ func (d *downFor) NodeVM(ctx context.Context, n *v1.Node) (VM, error) {
 
 func (d *downFor) IPOwners(ctx context.Context, ip netip.Addr) ([]string, error) {
 	return d.facts.IPOwners(ctx, ip)
+}
+
+func (d *downFor) IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, error) {
+	return d.facts.IPHolders(ctx, ip)
 }
 
 func containsPrefix(list []string, p string) bool {

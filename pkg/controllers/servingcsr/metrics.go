@@ -1,6 +1,8 @@
 package servingcsr
 
 import (
+	"sync"
+
 	"k8s.io/component-base/metrics"
 )
 
@@ -10,6 +12,9 @@ import (
 type Metrics struct {
 	decisions *metrics.CounterVec
 	pending   *metrics.GaugeVec
+
+	mu    sync.Mutex
+	shown map[string]bool // the reasons the pending gauge has a series for
 }
 
 const namespace = "vsphere_ccm"
@@ -57,8 +62,20 @@ func (m *Metrics) setPending(pending map[string]waiting) {
 	for _, w := range pending {
 		by[w.reason]++
 	}
-	m.pending.Reset()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Set, then delete only the reasons no request waits for any more: a
+	// scrape never sees a series missing that has requests (no Reset).
 	for r, n := range by {
 		m.pending.WithLabelValues(r).Set(float64(n))
+	}
+	for r := range m.shown {
+		if by[r] == 0 {
+			m.pending.DeleteLabelValues(r)
+		}
+	}
+	m.shown = map[string]bool{}
+	for r := range by {
+		m.shown[r] = true
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 )
 
 // SignerName is the signer of kubelet serving certificates.
@@ -53,17 +56,37 @@ type Request struct {
 	IPs      []netip.Addr
 }
 
-// allowedUsages are the usages a serving certificate may carry;
-// server auth is required.
-var allowedUsages = []certificatesv1.KeyUsage{
-	certificatesv1.UsageServerAuth, certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment,
+// signableUsages are the sets of usages the kubelet-serving signer signs
+// (kube-controller-manager's csrsigning: ValidateKubeletServingCSR in
+// k8s.io/kubernetes/pkg/apis/certificates): exactly one of these, as a
+// set. A request approved with any other would then fail at the signer.
+var signableUsages = [][]certificatesv1.KeyUsage{
+	{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth},
+	{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}, // non-RSA keys
 }
 
-// Inspect checks what a request can be checked for without vCenter. It
+// signable reports whether the usages, as a set, are one the signer signs.
+func signable(usages []certificatesv1.KeyUsage) bool {
+	set := slices.Clone(usages)
+	slices.Sort(set)
+	set = slices.Compact(set)
+	for _, want := range signableUsages {
+		w := slices.Clone(want)
+		slices.Sort(w)
+		if slices.Equal(set, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Inspect checks what a request can be checked for without vCenter. node
+// is the Node the requester names (nil when it does not exist). It
 // returns the request, or the verdict that ends it: Ignore for another
-// signer or a request already approved, denied or failed; Deny for a
+// signer, a request already approved, denied or failed, or a Node of
+// another provider (left to its approver, malformed or not); Deny for a
 // request no Node may get.
-func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) {
+func Inspect(csr *certificatesv1.CertificateSigningRequest, node *v1.Node) (Request, *Verdict) {
 	if csr.Spec.SignerName != SignerName {
 		return Request{}, &Verdict{Decision: Ignore, Reason: "OtherSigner", Message: "signer " + csr.Spec.SignerName}
 	}
@@ -76,20 +99,19 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) 
 	if len(csr.Status.Certificate) > 0 {
 		return Request{}, &Verdict{Decision: Ignore, Reason: "Decided", Message: "already issued"}
 	}
+	if node != nil && node.Spec.ProviderID != "" && !providerid.Owned(node.Spec.ProviderID) {
+		return Request{}, &Verdict{Decision: Ignore, Reason: "NotThisProvider",
+			Message: fmt.Sprintf("Node %s has providerID %q, not a vSphere VM's: left to its provider's approver", node.Name, node.Spec.ProviderID)}
+	}
 	deny := func(reason, format string, args ...any) (Request, *Verdict) {
 		return Request{}, &Verdict{Decision: Deny, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
-	node, ok := strings.CutPrefix(csr.Spec.Username, nodeUserPrefix)
-	if !ok || node == "" || !slices.Contains(csr.Spec.Groups, nodesGroup) {
+	name, ok := strings.CutPrefix(csr.Spec.Username, nodeUserPrefix)
+	if !ok || name == "" || !slices.Contains(csr.Spec.Groups, nodesGroup) {
 		return deny("NotANode", "requested by %q (groups %v), not by a Node (system:node:<name> in group system:nodes)", csr.Spec.Username, csr.Spec.Groups)
 	}
-	for _, u := range csr.Spec.Usages {
-		if !slices.Contains(allowedUsages, u) {
-			return deny("UsageNotAllowed", "usage %q: a serving certificate has only server auth, digital signature and key encipherment", u)
-		}
-	}
-	if !slices.Contains(csr.Spec.Usages, certificatesv1.UsageServerAuth) {
-		return deny("UsageNotAllowed", "no server auth usage")
+	if !signable(csr.Spec.Usages) {
+		return deny("UsageNotAllowed", "usages %q: the kubelet-serving signer signs exactly digital signature, key encipherment and server auth, or digital signature and server auth", csr.Spec.Usages)
 	}
 	block, _ := pem.Decode(csr.Spec.Request)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
@@ -102,7 +124,7 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) 
 	if err := x.CheckSignature(); err != nil {
 		return deny("Malformed", "the request's signature does not verify: %v", err)
 	}
-	if want := nodeUserPrefix + node; x.Subject.CommonName != want {
+	if want := nodeUserPrefix + name; x.Subject.CommonName != want {
 		return deny("SubjectMismatch", "subject CN %q, want %q (the requester)", x.Subject.CommonName, want)
 	}
 	if !slices.Equal(x.Subject.Organization, []string{nodesGroup}) {
@@ -114,7 +136,7 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) 
 	if len(x.DNSNames) == 0 && len(x.IPAddresses) == 0 {
 		return deny("NoSAN", "no DNS or IP SAN")
 	}
-	req := Request{Node: node, DNSNames: x.DNSNames}
+	req := Request{Node: name, DNSNames: x.DNSNames}
 	for _, d := range x.DNSNames {
 		if strings.Contains(d, "*") {
 			return deny("SANNotAllowed", "wildcard DNS SAN %q", d)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -70,6 +71,7 @@ func TestInspect(t *testing.T) {
 		mut      func(*certificatesv1.CertificateSigningRequest)
 		decision Decision // "" when it passes
 		reason   string
+		node     *v1.Node // default: worker-1, a vSphere Node
 	}{
 		{name: "a kubelet's request", tmpl: template()},
 		{name: "another signer is not ours", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
@@ -100,6 +102,25 @@ func TestInspect(t *testing.T) {
 		{name: "no server auth", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature}
 		}, decision: Deny, reason: "UsageNotAllowed"},
+		// The signer signs {digital signature, key encipherment, server
+		// auth} or {digital signature, server auth}, as sets, nothing else.
+		{name: "server auth alone (the signer would fail it)", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageServerAuth}
+		}, decision: Deny, reason: "UsageNotAllowed"},
+		{name: "key encipherment without digital signature", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth}
+		}, decision: Deny, reason: "UsageNotAllowed"},
+		{name: "the non-RSA set, repeated and reordered", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageServerAuth, certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+		}},
+		// docs/security.md: another provider's Nodes are left to their
+		// approver, even when their requests are malformed.
+		{name: "another provider's Node, malformed", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Request = []byte("garbage")
+			c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageClientAuth}
+		}, node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Spec: v1.NodeSpec{ProviderID: "aws:///us-east-1a/i-1"}}, decision: Ignore, reason: "NotThisProvider"},
+		{name: "a Node not initialized yet, malformed", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = []byte("garbage") },
+			node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}}, decision: Deny, reason: "Malformed"},
 		{name: "a URI SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.URIs = []*url.URL{uri} }), decision: Deny, reason: "SANNotAllowed"},
 		{name: "an email SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.EmailAddresses = []string{"a@example.com"} }), decision: Deny, reason: "SANNotAllowed"},
 		{name: "no SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames, r.IPAddresses = nil, nil }), decision: Deny, reason: "NoSAN"},
@@ -115,7 +136,11 @@ func TestInspect(t *testing.T) {
 		}, decision: Deny, reason: "Malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, v := Inspect(csrOf(t, tc.tmpl, tc.mut))
+			node := tc.node
+			if node == nil {
+				node = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-000000000001"}}
+			}
+			req, v := Inspect(csrOf(t, tc.tmpl, tc.mut), node)
 			if tc.decision == "" {
 				if v != nil {
 					t.Fatalf("verdict %+v, want it to pass", v)
@@ -140,8 +165,8 @@ func FuzzInspect(f *testing.F) {
 	f.Fuzz(func(t *testing.T, request []byte) {
 		c := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request: request, SignerName: SignerName, Username: "system:node:worker-1", Groups: []string{"system:nodes"},
-			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageServerAuth}}}
-		req, v := Inspect(c)
+			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}}}
+		req, v := Inspect(c, nil)
 		if v == nil && (req.Node != "worker-1" || len(req.DNSNames)+len(req.IPs) == 0) {
 			t.Fatalf("passed: %+v", req)
 		}

@@ -1,0 +1,277 @@
+package servingcsr
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
+)
+
+// ClusterOptions are what the cluster's objects do not say, from
+// nodes.servingCertificates.
+type ClusterOptions struct {
+	// ServiceCIDRs and PodCIDRs are the cluster's ranges, in addition to
+	// the ServiceCIDR objects and every Node's spec.podCIDRs.
+	ServiceCIDRs, PodCIDRs []netip.Prefix
+	// ControlPlaneEndpoints are the API server's addresses and names as
+	// clients reach them (lower case), in addition to the default/kubernetes
+	// EndpointSlices.
+	ControlPlaneEndpoints []string
+	// ClusterDomain is the cluster's DNS domain (lower case; default
+	// cluster.local).
+	ClusterDomain string
+	// ServiceCIDRAPI: the API server serves networking.k8s.io/v1
+	// ServiceCIDRs (ServesServiceCIDRs), read when set.
+	ServiceCIDRAPI bool
+}
+
+// ControlPlaneLabel marks a control-plane Node (kubeadm sets it with the
+// admin's credentials; NodeRestriction keeps a kubelet from setting it on
+// itself).
+const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
+
+// ClusterIndex is the Cluster of informers: the shared Node informer
+// (indexed by BIOS UUID, address, name and Pod range) and its own, which
+// exist only with the controller: Services, Namespaces, ServiceCIDRs and
+// the API server's EndpointSlices (default/kubernetes). It answers from
+// memory: no API request per certificate request.
+type ClusterIndex struct {
+	nodes, services, namespaces, slices cache.Indexer
+	cidrs                               cache.Store // nil without the ServiceCIDR API
+	factories                           []informers.SharedInformerFactory
+	synced                              []cache.InformerSynced
+	opts                                ClusterOptions
+}
+
+// The indexes on Nodes and Services.
+const (
+	byUUID    = "servingcsr.uuid"
+	byIP      = "servingcsr.ip"
+	byName    = "servingcsr.name"
+	byPodCIDR = "servingcsr.podCIDR"
+)
+
+// ServesServiceCIDRs asks the API server whether it serves
+// networking.k8s.io/v1 ServiceCIDRs (Kubernetes 1.33 and later).
+func ServesServiceCIDRs(ctx context.Context, kube kubernetes.Interface) (bool, error) {
+	var list metav1.APIResourceList
+	err := kube.Discovery().RESTClient().Get().AbsPath("/apis/networking.k8s.io/v1").Do(ctx).Into(&list)
+	if err != nil {
+		return false, fmt.Errorf("discover networking.k8s.io/v1: %w", err)
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "servicecidrs" }), nil
+}
+
+// NewClusterIndex adds its indexes to the Node informer (before it
+// starts) and creates its own informers; Start starts them.
+func NewClusterIndex(kube kubernetes.Interface, nodes coreinformers.NodeInformer, opts ClusterOptions) (*ClusterIndex, error) {
+	if opts.ClusterDomain == "" {
+		opts.ClusterDomain = "cluster.local"
+	}
+	if err := nodes.Informer().AddIndexers(cache.Indexers{byUUID: nodeUUIDs, byIP: nodeIPs, byName: nodeNames, byPodCIDR: nodePodCIDRs}); err != nil {
+		return nil, fmt.Errorf("%s: index Nodes: %w", Name, err)
+	}
+	all := informers.NewSharedInformerFactory(kube, 0)
+	apiserver := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(metav1.NamespaceDefault),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=kubernetes" }))
+	svc := all.Core().V1().Services().Informer()
+	if err := svc.AddIndexers(cache.Indexers{byIP: serviceIPs, byName: serviceNames}); err != nil {
+		return nil, fmt.Errorf("%s: index Services: %w", Name, err)
+	}
+	ns := all.Core().V1().Namespaces().Informer()
+	eps := apiserver.Discovery().V1().EndpointSlices().Informer()
+	c := &ClusterIndex{nodes: nodes.Informer().GetIndexer(), services: svc.GetIndexer(), namespaces: ns.GetIndexer(), slices: eps.GetIndexer(),
+		factories: []informers.SharedInformerFactory{all, apiserver}, opts: opts,
+		synced: []cache.InformerSynced{nodes.Informer().HasSynced, svc.HasSynced, ns.HasSynced, eps.HasSynced}}
+	if opts.ServiceCIDRAPI {
+		cidrs := all.Networking().V1().ServiceCIDRs().Informer()
+		c.cidrs = cidrs.GetStore()
+		c.synced = append(c.synced, cidrs.HasSynced)
+	}
+	return c, nil
+}
+
+// Start starts the informers it owns; they stop when ctx ends and
+// Shutdown returns once they have.
+func (c *ClusterIndex) Start(ctx context.Context) {
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// Shutdown waits for the informers Start started to stop (after ctx ended).
+func (c *ClusterIndex) Shutdown() {
+	for _, f := range c.factories {
+		f.Shutdown()
+	}
+}
+
+// HasSynced reports whether every informer has synced.
+func (c *ClusterIndex) HasSynced() bool {
+	for _, s := range c.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// NodeExists implements Cluster.
+func (c *ClusterIndex) NodeExists(name string) bool {
+	_, ok, err := c.nodes.GetByKey(name)
+	return err == nil && ok
+}
+
+// OthersOnVM implements Cluster: a lookup in the BIOS UUID index.
+func (c *ClusterIndex) OthersOnVM(node *v1.Node) []string {
+	keys, _ := nodeUUIDs(node)
+	if len(keys) == 0 {
+		return nil
+	}
+	objs, _ := c.nodes.ByIndex(byUUID, keys[0])
+	var out []string
+	for _, o := range objs {
+		if n := o.(*v1.Node); n.Name != node.Name {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func nodeUUIDs(obj any) ([]string, error) {
+	n, ok := obj.(*v1.Node)
+	if !ok || !providerid.Owned(n.Spec.ProviderID) {
+		return nil, nil
+	}
+	u, err := providerid.UUID(n.Spec.ProviderID)
+	if err != nil {
+		return nil, nil
+	}
+	key := inventory.NormalizeUUID(u)
+	if key == "" {
+		return nil, nil
+	}
+	// Both byte orders: a lookup by either finds it.
+	if sw := inventory.SwapUUID(key); sw != key {
+		return []string{key, sw}, nil
+	}
+	return []string{key}, nil
+}
+
+func nodeIPs(obj any) ([]string, error) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, a := range n.Status.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, ip.Unmap().WithZone("").String())
+		}
+	}
+	return out, nil
+}
+
+func nodeNames(obj any) ([]string, error) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return nil, nil
+	}
+	out := []string{dnsKey(n.Name)}
+	for _, a := range n.Status.Addresses {
+		switch a.Type {
+		case v1.NodeHostName, v1.NodeInternalDNS, v1.NodeExternalDNS:
+			if k := dnsKey(a.Address); !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+func nodePodCIDRs(obj any) ([]string, error) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, s := range append([]string{n.Spec.PodCIDR}, n.Spec.PodCIDRs...) {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			if k := p.Masked().String(); !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+func serviceIPs(obj any) ([]string, error) {
+	s, ok := obj.(*v1.Service)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, a := range serviceAddresses(s) {
+		if k := a.ip.String(); !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+func serviceNames(obj any) ([]string, error) {
+	s, ok := obj.(*v1.Service)
+	if !ok {
+		return nil, nil
+	}
+	out := []string{dnsKey(s.Name)}
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if in.Hostname != "" {
+			out = append(out, dnsKey(in.Hostname))
+		}
+	}
+	return out, nil
+}
+
+// serviceAddress is an address a Service holds, and in which field.
+type serviceAddress struct {
+	ip     netip.Addr
+	reason string
+	field  string
+}
+
+func serviceAddresses(s *v1.Service) []serviceAddress {
+	var out []serviceAddress
+	add := func(text, reason, field string) {
+		if ip, err := netip.ParseAddr(text); err == nil {
+			out = append(out, serviceAddress{ip.Unmap().WithZone(""), reason, field})
+		}
+	}
+	for _, ip := range append([]string{s.Spec.ClusterIP}, s.Spec.ClusterIPs...) {
+		add(ip, "ServiceIP", "spec.clusterIPs")
+	}
+	for _, ip := range s.Spec.ExternalIPs {
+		add(ip, "ExternalIP", "spec.externalIPs")
+	}
+	add(s.Spec.LoadBalancerIP, "LoadBalancerIP", "spec.loadBalancerIP")
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		add(in.IP, "LoadBalancerIP", "status.loadBalancer.ingress")
+	}
+	return out
+}
+
+// dnsKey is a name as compared: lower case, without a final dot.
+func dnsKey(s string) string { return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ".") }
