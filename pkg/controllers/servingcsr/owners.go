@@ -99,7 +99,7 @@ func (c *ClusterIndex) apiServerIPOwner(ip netip.Addr, node *v1.Node) (Owner, bo
 				if a, err := netip.ParseAddr(text); err != nil || a.Unmap() != ip {
 					continue
 				}
-				if node != nil && node.Labels[ControlPlaneLabel] != "" && hasAddress(node, ip) {
+				if isControlPlane(node) && hasAddress(node, ip) {
 					continue // a control-plane Node's own address
 				}
 				return Owner{"APIServerIP", fmt.Sprintf("an address of the API server (EndpointSlice %s/%s), a control-plane Node's (labelled %s) at most", es.Namespace, es.Name, ControlPlaneLabel)}, true
@@ -107,6 +107,14 @@ func (c *ClusterIndex) apiServerIPOwner(ip netip.Addr, node *v1.Node) (Owner, bo
 		}
 	}
 	return Owner{}, false
+}
+
+func isControlPlane(n *v1.Node) bool {
+	if n == nil {
+		return false
+	}
+	_, ok := n.Labels[ControlPlaneLabel]
+	return ok
 }
 
 func hasAddress(n *v1.Node, ip netip.Addr) bool {

@@ -1,0 +1,127 @@
+package servingcsr
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+)
+
+// startIndex is a ClusterIndex over objs, synced.
+func startIndex(t *testing.T, opts ClusterOptions, objs ...runtime.Object) *ClusterIndex {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	kube := fake.NewClientset(objs...)
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	c, err := NewClusterIndex(kube, inf.Core().V1().Nodes(), opts)
+	must.OK(t, err)
+	inf.Start(ctx.Done())
+	c.Start(ctx)
+	t.Cleanup(func() { cancel(); c.Shutdown(); inf.Shutdown() })
+	poll.True(t, "the cluster's informers synced", c.HasSynced)
+	return c
+}
+
+// TestClusterOwners: every class of address and name the cluster holds
+// is found with its owner, the requesting Node's own are not.
+func TestClusterOwners(t *testing.T) {
+	node := func(name string, podCIDR string, labels map[string]string, addrs ...v1.NodeAddress) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec:   v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-00000000000" + name[len(name)-1:], PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
+			Status: v1.NodeStatus{Addresses: addrs}}
+	}
+	ip := func(s string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeInternalIP, Address: s} }
+	host := func(s string) v1.NodeAddress { return v1.NodeAddress{Type: v1.NodeHostName, Address: s} }
+	w1 := node("worker-1", "10.244.1.0/24", nil, ip("10.0.0.5"), host("worker-1"))
+	w2 := node("worker-2", "10.244.2.0/24", nil, ip("10.0.0.6"), host("worker-2.example.com"))
+	cp := node("cp-3", "10.244.3.0/24", map[string]string{ControlPlaneLabel: ""}, ip("10.0.0.3"))
+	lb := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20"},
+			ExternalIPs: []string{"192.0.2.50"}, LoadBalancerIP: "192.0.2.60"},
+		Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "192.0.2.61"}, {Hostname: "web.lb.example.net"}}}}}
+	kubernetes := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default"},
+		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"}}}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.3"}}, {Addresses: []string{"10.0.0.4"}}}}
+	cidr := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16", "fd00:96::/112"}}}
+	nsShop := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
+	c := startIndex(t, ClusterOptions{ServiceCIDRAPI: true, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.245.0.0/16")},
+		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.97.0.0/16")}, ControlPlaneEndpoints: []string{"10.0.0.100", "api.example.com"}},
+		w1, w2, cp, lb, kubernetes, slice, cidr, nsShop)
+
+	for _, tc := range []struct {
+		ip     string
+		node   *v1.Node
+		reason string // "" when nothing holds it
+	}{
+		{"10.96.0.1", w1, "ServiceIP"},
+		{"10.96.0.20", w1, "ServiceIP"},
+		{"10.96.0.77", w1, "ServiceRange"}, // free: the next Service's
+		{"fd00:96::9", w1, "ServiceRange"},
+		{"10.97.3.3", w1, "ServiceRange"}, // configured
+		{"192.0.2.50", w1, "ExternalIP"},
+		{"192.0.2.60", w1, "LoadBalancerIP"},
+		{"192.0.2.61", w1, "LoadBalancerIP"},
+		{"10.0.0.4", w1, "APIServerIP"},
+		{"10.0.0.3", w1, "APIServerIP"},   // a control-plane Node's, asked by a worker
+		{"10.0.0.3", cp, ""},              // the control-plane Node's own
+		{"10.0.0.100", cp, "APIServerIP"}, // a configured endpoint: never
+		{"10.244.2.7", w1, "PodRange"},
+		{"10.244.1.7", w1, "PodRange"}, // its own Pod range too
+		{"10.245.9.9", w1, "PodRange"}, // configured
+		{"10.0.0.6", w1, "OtherNodesIP"},
+		{"10.0.0.5", w1, ""},
+		{"10.0.0.9", w1, ""},
+	} {
+		o, ok := c.IPOwner(netip.MustParseAddr(tc.ip), tc.node)
+		if o.Reason != tc.reason || ok != (tc.reason != "") || (ok && o.What == "") {
+			t.Errorf("IPOwner(%s, %s) = %+v, %v; want %q", tc.ip, tc.node.Name, o, ok, tc.reason)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		node   *v1.Node
+		reason string
+	}{
+		{"kubernetes", w1, "ServiceName"},
+		{"web", w1, "ServiceName"},
+		{"web.shop", w1, "ClusterName"},
+		{"worker-1.shop", w1, "ClusterName"}, // the Node's name under a namespace
+		{"web.shop.svc", w1, "ClusterName"},
+		{"anything.cluster.local", w1, "ClusterName"},
+		{"api.example.com", w1, "APIServerName"},
+		{"web.lb.example.net", w1, "LoadBalancerName"},
+		{"worker-2", w1, "DNSNotNodes"},
+		{"Worker-2.Example.com.", w1, "DNSNotNodes"}, // another Node's host name
+		{"worker-1", w1, ""},
+		{"worker-1.example.com", w1, ""},
+		{"worker-1.nowhere", w1, ""}, // no such namespace
+	} {
+		o, ok := c.NameOwner(tc.name, tc.node)
+		if o.Reason != tc.reason || ok != (tc.reason != "") {
+			t.Errorf("NameOwner(%s, %s) = %+v, %v; want %q", tc.name, tc.node.Name, o, ok, tc.reason)
+		}
+	}
+	if others := c.OthersOnVM(node("evil-1", "", nil)); len(others) != 1 || others[0] != "worker-1" {
+		t.Errorf("OthersOnVM: %v", others)
+	}
+	// The other byte order of the same UUID.
+	swapped := node("evil-2", "", nil)
+	swapped.Spec.ProviderID = "vsphere://b2a11142-0000-0040-8000-000000000001"
+	if others := c.OthersOnVM(swapped); len(others) != 1 || others[0] != "worker-1" {
+		t.Errorf("OthersOnVM, byte-swapped: %v", others)
+	}
+}
