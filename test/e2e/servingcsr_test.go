@@ -60,16 +60,22 @@ func setupServing(t *testing.T, approve bool) *harness {
 		h.writeConfig(nil)
 		h.applyServingRBAC(t)
 	}
+	h.startSigner(t)
+	return h
+}
+
+// startSigner starts a kube-controller-manager that signs with the
+// cluster CA, and gives kubelets the rights kubeadm gives the
+// system:nodes group to create their certificate requests.
+func (h *harness) startSigner(t *testing.T) {
+	t.Helper()
 	must.OK(t, h.cp.StartSigning(h.ctx, built.controlPlane))
-	// Kubelets create their certificate requests with the rights kubeadm
-	// gives the system:nodes group.
 	_, err := h.kube.RbacV1().ClusterRoleBindings().Create(h.ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e:nodes-request-certificates"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node-bootstrapper"},
 		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:nodes"}},
 	}, metav1.CreateOptions{})
 	must.OK(t, err)
-	return h
 }
 
 // applyServingRBAC creates what `kubectl apply -k deploy/serving-certificates` creates.
@@ -297,13 +303,18 @@ func TestServingCertificates(t *testing.T) {
 		req    servingRequest
 		reason string
 	}{
-		{"another Node's IP", with(func(r *servingRequest) { r.ips = append(r.ips, b.IPv4) }), "IPNotNodes"},
+		{"another Node's IP", with(func(r *servingRequest) { r.ips = append(r.ips, b.IPv4) }), "OtherNodesIP"},
 		{"an IP no VM has", with(func(r *servingRequest) { r.ips = append(r.ips, "192.0.2.200") }), "IPNotNodes"},
 		{"another Node's name", with(func(r *servingRequest) { r.dns = append(r.dns, b.Name) }), "DNSNotNodes"},
 		{"a wildcard", with(func(r *servingRequest) { r.dns = append(r.dns, "*."+a.Name) }), "SANNotAllowed"},
 		{"the API server's names", with(func(r *servingRequest) {
 			r.dns = append(r.dns, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
-		}), "DNSNotNodes"},
+		}), "ServiceName"},
+		{"the API server's name with its namespace", with(func(r *servingRequest) { r.dns = append(r.dns, "kubernetes.default") }), "ClusterName"},
+		{"a name in the cluster domain", with(func(r *servingRequest) { r.dns = append(r.dns, "kubernetes.default.svc.cluster.local") }), "ClusterName"},
+		// The kubelet-serving signer signs these two usage sets only: any
+		// other would be approved, then failed by the signer.
+		{"server auth alone", with(func(r *servingRequest) { r.usages = []certificatesv1.KeyUsage{certificatesv1.UsageServerAuth} }), "UsageNotAllowed"},
 		{"a name under the Node's", with(func(r *servingRequest) { r.dns = append(r.dns, "evil."+a.Name) }), "DNSNotNodes"},
 		// kubelet-csr-approver accepts any DNS name the Node's name prefixes.
 		{"a name the Node's prefixes", with(func(r *servingRequest) { r.dns = append(r.dns, a.Name+".attacker.example") }), "DNSNotNodes"},
@@ -364,21 +375,16 @@ func TestServingCertificates(t *testing.T) {
 
 	t.Run("the guest's host name set to another Node's name", func(t *testing.T) {
 		vcA := h.fleet.VCenter("vc-a")
-		nics := []types.GuestNicInfo{{Network: "VM Network", IpAddress: []string{a.IPv4, a.IPv6}, Connected: true, DeviceConfigId: 4000}}
-		vcA.SetGuest(a.Ref, b.Name, nics)
-		defer vcA.SetGuest(a.Ref, a.Name, nics)
-		// The sync point: the CCM puts the guest's host name on the Node.
-		poll.NoError(t, "a's Node has b's name as host name", 60*time.Second, func() error {
-			n, err := h.node(a.Name)
-			if err != nil {
-				return err
-			}
-			if !slices.Contains(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: b.Name}) {
-				return errNotYet
-			}
-			return nil
-		})
-		name := h.request(t, servingRequest{node: a.Name, dns: []string{b.Name}, ips: []string{a.IPv4}})
+		const moved = "10.77.0.31" // changed with the host name: the sync point
+		vcA.SetGuest(a.Ref, b.Name, []types.GuestNicInfo{{Network: "VM Network", IpAddress: []string{moved, a.IPv4, a.IPv6}, Connected: true, DeviceConfigId: 4000}})
+		defer vcA.SetGuest(a.Ref, a.Name, []types.GuestNicInfo{{Network: "VM Network", IpAddress: []string{a.IPv4, a.IPv6}, Connected: true, DeviceConfigId: 4000}})
+		// The CCM recomputed a's addresses from the new guest report, and
+		// did not publish the name the approver would deny a.
+		n := h.waitAddress(t, a.Name, moved)
+		if slices.Contains(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: b.Name}) {
+			t.Errorf("a's Node published b's name as its Hostname: %v", n.Status.Addresses)
+		}
+		name := h.request(t, servingRequest{node: a.Name, dns: []string{b.Name}, ips: []string{moved}})
 		cond := h.decided(t, name)
 		if cond.Type != certificatesv1.CertificateDenied || cond.Reason != "DNSNotNodes" {
 			t.Errorf("%s: %s %s (%s); want denied DNSNotNodes", name, cond.Type, cond.Reason, cond.Message)
@@ -483,9 +489,30 @@ func TestServingCertificates(t *testing.T) {
 	if v := c.metric(t, `vsphere_ccm_serving_csr_decisions_total{decision="approve",reason="Proven"}`); v < float64(len(vms)+2) {
 		t.Errorf("approvals counted: %v", v)
 	}
-	if v := c.metric(t, `vsphere_ccm_serving_csr_decisions_total{decision="deny",reason="IPNotNodes"}`); v < 3 {
+	if v := c.metric(t, `vsphere_ccm_serving_csr_decisions_total{decision="deny",reason="IPNotNodes"}`); v < 2 {
 		t.Errorf("IPNotNodes denials counted: %v", v)
 	}
+	if v := c.metric(t, `vsphere_ccm_serving_csr_decisions_total{decision="deny",reason="OtherNodesIP"}`); v < 1 {
+		t.Errorf("OtherNodesIP denials counted: %v", v)
+	}
+}
+
+// waitAddress waits for the Node to have the address, and returns it.
+func (h *harness) waitAddress(t *testing.T, node, address string) *v1.Node {
+	t.Helper()
+	var found *v1.Node
+	poll.NoError(t, "address "+address+" on "+node, 60*time.Second, func() error {
+		n, err := h.node(node)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(n.Status.Addresses, func(a v1.NodeAddress) bool { return a.Address == address }) {
+			return fmt.Errorf("addresses %v", n.Status.Addresses)
+		}
+		found = n
+		return nil
+	})
+	return found
 }
 
 // csrExplain runs `csr explain` on the named requests and returns its
