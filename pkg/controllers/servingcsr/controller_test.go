@@ -19,7 +19,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
@@ -232,4 +234,76 @@ func containsPrefix(list []string, p string) bool {
 		}
 	}
 	return false
+}
+
+func (n *notices) change() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// countingFacts counts NodeVM calls: one per decision.
+type countingFacts struct {
+	Facts
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingFacts) NodeVM(ctx context.Context, n *v1.Node) (VM, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.Facts.NodeVM(ctx, n)
+}
+
+func (c *countingFacts) calls() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+// TestRetryPace: inventory signals retry every pending request at once,
+// at most once per RetryPace: a storm of signals costs one pass per pace.
+func TestRetryPace(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tmpl := template()
+	kube := fake.NewClientset(
+		&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-000000000001"}},
+		csrOf(t, tmpl, func(c *certificatesv1.CertificateSigningRequest) { c.Name = "waits" }))
+	facts := &countingFacts{Facts: fakeFacts{vmErr: fmt.Errorf("vc-a down: %w", ErrUnknown)}}
+	n := newNotices()
+	clk := testingclock.NewFakeClock(time.Now())
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	cluster, err := NewClusterIndex(kube, inf.Core().V1().Nodes(), ClusterOptions{ServiceCIDRAPI: true})
+	must.OK(t, err)
+	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), cluster, facts, n,
+		Options{Recorder: record.NewFakeRecorder(100), RetryMin: time.Hour, RetryMax: time.Hour, RetryPace: time.Second, Clock: clk})
+	must.OK(t, err)
+	inf.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, 1) }()
+	defer func() { cancel(); <-done }()
+
+	poll.True(t, "the request waits", func() bool { return c.Pending()["waits"] == "VMUnknown" })
+	if got := facts.calls(); got != 1 {
+		t.Fatalf("decided %d times, want 1", got)
+	}
+	n.change()
+	poll.True(t, "retried at the signal", func() bool { return facts.calls() == 2 })
+	// The signal loop now waits out the pace on the fake clock (it can
+	// act on nothing before the clock moves); signals meanwhile are held,
+	// not lost.
+	n.change()
+	n.change()
+	if got := facts.calls(); got != 2 {
+		t.Fatalf("decided %d times within the pace, want 2", got)
+	}
+	// Moved a pace at a time (the loop may reach its wait after a step).
+	poll.True(t, "retried after the pace", func() bool { clk.Step(time.Second); return facts.calls() >= 3 })
+	// One more signal, one more pass: the two signals within the pace
+	// were one pass, not two.
+	n.change()
+	poll.True(t, "retried at the next signal", func() bool { clk.Step(time.Second); return facts.calls() >= 4 })
+	if got := facts.calls(); got != 4 {
+		t.Fatalf("decided %d times, want 4: two signals within a pace are one pass", got)
+	}
 }
