@@ -89,13 +89,13 @@ func servingCSRController(ev *nodeevents.Recorder, m *servingcsr.Metrics) app.Co
 				}
 				kube := cc.ClientBuilder.ClientOrDie(ic.ClientName)
 				sc := p.Config().Nodes.ServingCertificates
-				cluster, err := newServingCluster(ctx, kube, cc.SharedInformers.Core().V1().Nodes(), sc)
+				cluster, err := newServingCluster(kube, cc.SharedInformers.Core().V1().Nodes(), sc)
 				if err != nil {
 					return nil, false, err
 				}
 				c, err := servingcsr.New(kube,
 					cc.SharedInformers.Certificates().V1().CertificateSigningRequests(), cc.SharedInformers.Core().V1().Nodes(),
-					cluster, servingcsr.ProviderFacts{Provider: p}, p,
+					cluster, servingcsr.NewProviderFacts(p), p,
 					servingcsr.Options{Events: ev, Metrics: m, Bounds: servingcsr.Bounds{IPRanges: sc.AllowedIPRanges, DNSDomains: sc.AllowedDNSDomains}})
 				if err != nil {
 					return nil, false, err
@@ -111,17 +111,9 @@ func servingCSRController(ev *nodeevents.Recorder, m *servingcsr.Metrics) app.Co
 // its own informers (Services, Namespaces, the API server's
 // EndpointSlices, ServiceCIDRs where the API server serves them) and
 // indexes on the shared Node informer, from nodes.servingCertificates.
-func newServingCluster(ctx context.Context, kube kubernetes.Interface, nodes coreinformers.NodeInformer, sc config.ServingCertificates) (*servingcsr.ClusterIndex, error) {
-	cidrAPI, err := servingcsr.ServesServiceCIDRs(ctx, kube)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", servingcsr.Name, err)
-	}
-	if !cidrAPI && len(sc.ServiceCIDRs) == 0 {
-		klog.FromContext(ctx).Info("Warning: the API server does not serve networking.k8s.io/v1 ServiceCIDRs and nodes.servingCertificates.serviceCIDRs is not set: "+
-			"only allocated Service addresses are refused, not the free ones of the Service range; set serviceCIDRs to the cluster's --service-cluster-ip-range", "controller", servingcsr.Name)
-	}
+func newServingCluster(kube kubernetes.Interface, nodes coreinformers.NodeInformer, sc config.ServingCertificates) (*servingcsr.ClusterIndex, error) {
 	return servingcsr.NewClusterIndex(kube, nodes, servingcsr.ClusterOptions{ServiceCIDRs: sc.ServiceCIDRs, PodCIDRs: sc.PodCIDRs,
-		ControlPlaneEndpoints: sc.ControlPlaneEndpoints, ClusterDomain: sc.ClusterDomain, ServiceCIDRAPI: cidrAPI})
+		ControlPlaneEndpoints: sc.ControlPlaneEndpoints, ClusterDomain: sc.ClusterDomain, DiscoverServiceCIDRAPI: true})
 }
 
 // newCCMCommand is k8s.io/cloud-provider's controller manager command (its

@@ -128,12 +128,12 @@ func (o *csrExplainOptions) Run(ctx context.Context, names []string) error {
 		return err
 	}
 	defer p.Close()
-	facts := servingcsr.ProviderFacts{Provider: p}
+	facts := servingcsr.NewProviderFacts(p)
 	// What the cluster holds, through the controller's own informers.
 	inf := informers.NewSharedInformerFactory(kube, 0)
 	nodes := inf.Core().V1().Nodes()
 	sc := cfg.Nodes.ServingCertificates
-	cluster, err := newServingCluster(ctx, kube, nodes, sc)
+	cluster, err := newServingCluster(kube, nodes, sc)
 	if err != nil {
 		return err
 	}

@@ -128,7 +128,8 @@ func TestServingCertificatesGuestClaims(t *testing.T) {
 		c := h.fleet.VCenter("vc-c")
 		c.SetGuest(outside.Ref, outside.Name, nics(ip))
 		defer c.SetGuest(outside.Ref, outside.Name, nics(outside.IPv4, outside.IPv6))
-		deniedFor(t, claim(t, ip), "SharedIP", outside.Ref.Value)
+		// Only vCenter's own search sees it: the inventory never reads dc-out.
+		deniedFor(t, claim(t, ip), "SharedIP", "VM "+outside.Ref.Value+" in vCenter \"vc-c\" (found by vCenter's search")
 	})
 	t.Run("an ESXi host's VMkernel address", func(t *testing.T) {
 		const ip = "10.40.0.8"

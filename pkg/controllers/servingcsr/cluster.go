@@ -6,14 +6,18 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
@@ -33,8 +37,12 @@ type ClusterOptions struct {
 	// cluster.local).
 	ClusterDomain string
 	// ServiceCIDRAPI: the API server serves networking.k8s.io/v1
-	// ServiceCIDRs (ServesServiceCIDRs), read when set.
+	// ServiceCIDRs, read when set.
 	ServiceCIDRAPI bool
+	// DiscoverServiceCIDRAPI: Start asks the API server whether it serves
+	// ServiceCIDRs (ServesServiceCIDRs, retried with back-off until it
+	// answers) instead of ServiceCIDRAPI saying so.
+	DiscoverServiceCIDRAPI bool
 }
 
 // ControlPlaneLabel marks a control-plane Node (kubeadm sets it with the
@@ -48,8 +56,10 @@ const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
 // the API server's EndpointSlices (default/kubernetes). It answers from
 // memory: no API request per certificate request.
 type ClusterIndex struct {
+	kube                                kubernetes.Interface
 	nodes, services, namespaces, slices cache.Indexer
 	cidrs                               cache.Store // nil without the ServiceCIDR API
+	all                                 informers.SharedInformerFactory
 	factories                           []informers.SharedInformerFactory
 	synced                              []cache.InformerSynced
 	opts                                ClusterOptions
@@ -68,6 +78,9 @@ const (
 func ServesServiceCIDRs(ctx context.Context, kube kubernetes.Interface) (bool, error) {
 	var list metav1.APIResourceList
 	err := kube.Discovery().RESTClient().Get().AbsPath("/apis/networking.k8s.io/v1").Do(ctx).Into(&list)
+	if apierrors.IsNotFound(err) {
+		return false, nil // no networking.k8s.io/v1 at all
+	}
 	if err != nil {
 		return false, fmt.Errorf("discover networking.k8s.io/v1: %w", err)
 	}
@@ -92,20 +105,57 @@ func NewClusterIndex(kube kubernetes.Interface, nodes coreinformers.NodeInformer
 	}
 	ns := all.Core().V1().Namespaces().Informer()
 	eps := apiserver.Discovery().V1().EndpointSlices().Informer()
-	c := &ClusterIndex{nodes: nodes.Informer().GetIndexer(), services: svc.GetIndexer(), namespaces: ns.GetIndexer(), slices: eps.GetIndexer(),
-		factories: []informers.SharedInformerFactory{all, apiserver}, opts: opts,
+	c := &ClusterIndex{kube: kube, nodes: nodes.Informer().GetIndexer(), services: svc.GetIndexer(), namespaces: ns.GetIndexer(), slices: eps.GetIndexer(),
+		all: all, factories: []informers.SharedInformerFactory{all, apiserver}, opts: opts,
 		synced: []cache.InformerSynced{nodes.Informer().HasSynced, svc.HasSynced, ns.HasSynced, eps.HasSynced}}
-	if opts.ServiceCIDRAPI {
-		cidrs := all.Networking().V1().ServiceCIDRs().Informer()
-		c.cidrs = cidrs.GetStore()
-		c.synced = append(c.synced, cidrs.HasSynced)
+	if opts.ServiceCIDRAPI && !opts.DiscoverServiceCIDRAPI {
+		c.readServiceCIDRs()
 	}
 	return c, nil
 }
 
-// Start starts the informers it owns; they stop when ctx ends and
-// Shutdown returns once they have.
+// readServiceCIDRs adds the ServiceCIDR informer (before Start).
+func (c *ClusterIndex) readServiceCIDRs() {
+	cidrs := c.all.Networking().V1().ServiceCIDRs().Informer()
+	c.cidrs = cidrs.GetStore()
+	c.synced = append(c.synced, cidrs.HasSynced)
+}
+
+// discover asks the API server whether it serves ServiceCIDRs, with
+// back-off until it answers or ctx ends (an API server still starting
+// must not stop the CCM), and warns when neither it nor the config
+// gives the Service range.
+func (c *ClusterIndex) discover(ctx context.Context) {
+	log := klog.FromContext(ctx)
+	var served bool
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: time.Minute}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		var err error
+		if served, err = ServesServiceCIDRs(ctx, c.kube); err != nil {
+			log.Error(err, "Cannot tell whether the API server serves ServiceCIDRs; retrying", "controller", Name)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return // ctx ended: HasSynced stays false
+	}
+	if served {
+		c.readServiceCIDRs()
+	} else if len(c.opts.ServiceCIDRs) == 0 {
+		log.Info("Warning: the API server does not serve networking.k8s.io/v1 ServiceCIDRs and nodes.servingCertificates.serviceCIDRs is not set: "+
+			"only allocated Service addresses are refused, not the free ones of the Service range; set serviceCIDRs to the cluster's --service-cluster-ip-range", "controller", Name)
+	}
+}
+
+// Start starts the informers it owns (first asking the API server whether
+// it serves ServiceCIDRs, with DiscoverServiceCIDRAPI: it then blocks
+// until it answers or ctx ends); they stop when ctx ends and Shutdown
+// returns once they have.
 func (c *ClusterIndex) Start(ctx context.Context) {
+	if c.opts.DiscoverServiceCIDRAPI {
+		c.discover(ctx)
+	}
 	for _, f := range c.factories {
 		f.Start(ctx.Done())
 	}
@@ -126,12 +176,6 @@ func (c *ClusterIndex) HasSynced() bool {
 		}
 	}
 	return true
-}
-
-// NodeExists implements Cluster.
-func (c *ClusterIndex) NodeExists(name string) bool {
-	_, ok, err := c.nodes.GetByKey(name)
-	return err == nil && ok
 }
 
 // OthersOnVM implements Cluster: a lookup in the BIOS UUID index.
@@ -209,13 +253,24 @@ func nodePodCIDRs(obj any) ([]string, error) {
 	}
 	var out []string
 	for _, s := range append([]string{n.Spec.PodCIDR}, n.Spec.PodCIDRs...) {
-		if p, err := netip.ParsePrefix(s); err == nil {
+		// A kubelet may set its Node's Pod range when it registers: one
+		// wider than any Node's (0.0.0.0/0) would deny every address.
+		if p, err := netip.ParsePrefix(s); err == nil && p.Bits() >= minNodePodBits(p.Addr()) {
 			if k := p.Masked().String(); !slices.Contains(out, k) {
 				out = append(out, k)
 			}
 		}
 	}
 	return out, nil
+}
+
+// minNodePodBits is the shortest Pod range a Node's spec is believed for
+// (kube-controller-manager gives /24 and /64 by default): /16 and /48.
+func minNodePodBits(a netip.Addr) int {
+	if a.Is4() {
+		return 16
+	}
+	return 48
 }
 
 func serviceIPs(obj any) ([]string, error) {

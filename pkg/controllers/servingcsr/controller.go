@@ -3,6 +3,7 @@ package servingcsr
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -131,11 +132,15 @@ func New(kube kubernetes.Interface, csrs certinformers.CertificateSigningRequest
 		AddFunc: c.enqueueNode,
 		UpdateFunc: func(old, cur any) {
 			o, n := old.(*v1.Node), cur.(*v1.Node)
-			// A providerID set by initialization is what a waiting request needs.
-			if o.Spec.ProviderID != n.Spec.ProviderID {
+			// A providerID set by initialization, or the control-plane
+			// label, is what a waiting request may need.
+			if o.Spec.ProviderID != n.Spec.ProviderID || !maps.Equal(o.Labels, n.Labels) {
 				c.enqueueNode(cur)
 			}
 		},
+		// A Node gone may be what another Node's request waits for (a
+		// second Node on its VM): every waiting request is retried.
+		DeleteFunc: func(any) { c.retryPending() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: Node event handler: %w", Name, err)

@@ -94,8 +94,6 @@ type Owner struct {
 // informers): a name, an address or a VM something else holds is never
 // proof for this Node.
 type Cluster interface {
-	// NodeExists reports whether a Node has this name.
-	NodeExists(name string) bool
 	// OthersOnVM names the other Nodes whose providerID is node's BIOS
 	// UUID (either byte order).
 	OthersOnVM(node *v1.Node) []string
@@ -179,6 +177,13 @@ func Decide(ctx context.Context, req Request, node *v1.Node, facts Facts, cluste
 			return v
 		}
 	}
+	// Last, as it asks every vCenter: only for a request every other
+	// check approves.
+	for _, ip := range req.IPs {
+		if v, done := checkHolders(ctx, ip, vm, facts); done {
+			return v
+		}
+	}
 	return Verdict{Decision: Approve, Reason: "Proven", Message: fmt.Sprintf("every SAN is the VM %s's, and nothing else in the cluster or in vSphere holds one", vm.Name)}
 }
 
@@ -228,8 +233,8 @@ func checkSANs(req Request, node *v1.Node, cluster Cluster, bounds Bounds) (Verd
 	return Verdict{}, false
 }
 
-// checkIP checks one IP SAN against the VM and vSphere; done when that
-// decides.
+// checkIP checks one IP SAN against the VM and the inventories; done
+// when that decides.
 func checkIP(ctx context.Context, req Request, ip netip.Addr, vm VM, facts Facts) (Verdict, bool) {
 	if !slices.Contains(vm.Guest.Addresses, ip) {
 		return deny("IPNotNodes", "IP SAN %s is not an address of the VM %s of Node %s (its addresses, as its guest reports them: %v)", ip, vm.Name, req.Node, vm.Guest.Addresses), true
@@ -248,8 +253,12 @@ func checkIP(ctx context.Context, req Request, ip netip.Addr, vm VM, facts Facts
 		// apart: they disagree for a moment while an address moves.
 		return pending("IPOwnersUnknown", "IP %s is an address of the VM %s, but the VMs reporting it are %v: the inventory is catching up", ip, vm.Name, owners), true
 	}
-	// Last, as it asks every vCenter: VMs outside the configured
-	// datacenters and ESXi hosts.
+	return Verdict{}, false
+}
+
+// checkHolders asks vCenter which VMs, in any datacenter, and which ESXi
+// hosts have ip; done when that decides.
+func checkHolders(ctx context.Context, ip netip.Addr, vm VM, facts Facts) (Verdict, bool) {
 	holders, err := facts.IPHolders(ctx, ip)
 	if err != nil {
 		return pending("IPOwnersUnknown", "which VMs and ESXi hosts have IP %s cannot be told now: %v", ip, err), true

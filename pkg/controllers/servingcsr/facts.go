@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
@@ -24,8 +26,24 @@ type Identities interface {
 var _ Identities = (*provider.Provider)(nil)
 
 // ProviderFacts are the Facts of the provider's inventories: every error
-// but a VM proven absent is "cannot be told now".
-type ProviderFacts struct{ Provider Identities }
+// but a VM proven absent is "cannot be told now". Create them with
+// NewProviderFacts.
+type ProviderFacts struct {
+	Provider Identities
+	// recent holds, for RecentFor, the answers of vCenter's direct
+	// searches (by IP, and a VM found outside the inventories), so that
+	// pending requests retried at every inventory change do not search
+	// every vCenter each time.
+	recent *cache.LRUExpireCache
+}
+
+// RecentFor is how long an answer of vCenter's direct searches is reused.
+const RecentFor = 10 * time.Second
+
+// NewProviderFacts returns the Facts of the provider's inventories.
+func NewProviderFacts(p Identities) ProviderFacts {
+	return ProviderFacts{Provider: p, recent: cache.NewLRUExpireCache(4096)}
+}
 
 // NodeVM implements Facts. A VM the inventories miss is absent only when
 // every vCenter, asked directly in all its datacenters, says so (a VM
@@ -35,8 +53,14 @@ func (f ProviderFacts) NodeVM(ctx context.Context, node *v1.Node) (VM, error) {
 	id, err := f.Provider.ServingIdentity(ctx, node)
 	switch {
 	case errors.Is(err, inventory.ErrNotFound):
+		key := "absent/" + node.Spec.ProviderID
+		if cerr, ok := f.get(key); ok {
+			return VM{}, cerr.(error)
+		}
 		if cerr := f.Provider.ConfirmAbsent(ctx, node); cerr != nil {
-			return VM{}, fmt.Errorf("%w: the inventories miss the VM, but a direct search does not confirm it absent: %w", ErrUnknown, cerr)
+			cerr = fmt.Errorf("%w: the inventories miss the VM, but a direct search does not confirm it absent: %w", ErrUnknown, cerr)
+			f.add(key, cerr)
+			return VM{}, cerr
 		}
 		return VM{}, err
 	case err != nil:
@@ -62,6 +86,10 @@ func (f ProviderFacts) IPOwners(_ context.Context, ip netip.Addr) ([]string, err
 
 // IPHolders implements Facts.
 func (f ProviderFacts) IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, error) {
+	key := "ip/" + ip.String()
+	if v, ok := f.get(key); ok {
+		return v.([]Holder), nil
+	}
 	found, err := f.Provider.SearchIP(ctx, ip)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnknown, err)
@@ -70,7 +98,21 @@ func (f ProviderFacts) IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, 
 	for i, h := range found {
 		out[i] = Holder{ID: vmID(h.VCenter, h.Ref), Host: h.Ref.Type == "HostSystem", What: h.String()}
 	}
+	f.add(key, out)
 	return out, nil
+}
+
+func (f ProviderFacts) get(key string) (any, bool) {
+	if f.recent == nil {
+		return nil, false
+	}
+	return f.recent.Get(key)
+}
+
+func (f ProviderFacts) add(key string, v any) {
+	if f.recent != nil {
+		f.recent.Add(key, v, RecentFor)
+	}
 }
 
 func vmID(vcenter string, ref types.ManagedObjectReference) string { return vcenter + "/" + ref.Value }

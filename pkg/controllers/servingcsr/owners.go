@@ -44,7 +44,7 @@ func (c *ClusterIndex) IPOwner(ip netip.Addr, node *v1.Node) (Owner, bool) {
 			return Owner{"PodRange", fmt.Sprintf("in the cluster's Pod range %s (nodes.servingCertificates.podCIDRs)", p)}, true
 		}
 	}
-	for bits := 0; bits <= ip.BitLen(); bits++ {
+	for bits := minNodePodBits(ip); bits <= ip.BitLen(); bits++ {
 		p, err := ip.Prefix(bits)
 		if err != nil {
 			continue
@@ -135,14 +135,18 @@ func (c *ClusterIndex) NameOwner(name string, node *v1.Node) (Owner, bool) {
 	switch {
 	case n == c.opts.ClusterDomain || strings.HasSuffix(n, "."+c.opts.ClusterDomain):
 		return Owner{"ClusterName", "a name in the cluster domain " + c.opts.ClusterDomain}, true
-	case slices.Contains(labels, "svc"):
-		return Owner{"ClusterName", "a Service name (a label svc)"}, true
+	case len(labels) > 1 && (labels[len(labels)-1] == "svc" || labels[len(labels)-1] == "pod"):
+		// <svc>.<ns>.svc and <ip>.<ns>.pod resolve under cluster.local
+		// (every Pod's search path).
+		return Owner{"ClusterName", "a Service or Pod name (ending in ." + labels[len(labels)-1] + ")"}, true
 	case slices.Contains(c.opts.ControlPlaneEndpoints, n):
 		return Owner{"APIServerName", "the API server's name (nodes.servingCertificates.controlPlaneEndpoints)"}, true
 	}
-	if len(labels) == 2 {
-		if _, ok, _ := c.namespaces.GetByKey(labels[1]); ok {
-			return Owner{"ClusterName", fmt.Sprintf("a name under namespace %s (in every Pod, %s resolves as %s.svc.%s)", labels[1], n, n, c.opts.ClusterDomain)}, true
+	if ns := labels[len(labels)-1]; len(labels) > 1 {
+		// <svc>.<ns> and <host>.<headless-svc>.<ns> resolve in every Pod
+		// (the search path svc.<cluster domain>).
+		if _, ok, _ := c.namespaces.GetByKey(ns); ok {
+			return Owner{"ClusterName", fmt.Sprintf("a name under namespace %s (in every Pod, %s resolves as %s.svc.%s)", ns, n, n, c.opts.ClusterDomain)}, true
 		}
 	}
 	if objs, _ := c.services.ByIndex(byName, n); len(objs) > 0 {

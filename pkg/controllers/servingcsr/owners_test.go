@@ -60,7 +60,10 @@ func TestClusterOwners(t *testing.T) {
 	nsShop := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
 	c := startIndex(t, ClusterOptions{ServiceCIDRAPI: true, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.245.0.0/16")},
 		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.97.0.0/16")}, ControlPlaneEndpoints: []string{"10.0.0.100", "api.example.com"}},
-		w1, w2, cp, lb, kubernetes, slice, cidr, nsShop)
+		w1, w2, cp, lb, kubernetes, slice, cidr, nsShop,
+		// A kubelet may register its Node with any Pod range: one wider
+		// than a Node's is not believed (it would deny every address).
+		node("greedy-9", "0.0.0.0/0", nil))
 
 	for _, tc := range []struct {
 		ip     string
@@ -85,6 +88,7 @@ func TestClusterOwners(t *testing.T) {
 		{"10.0.0.6", w1, "OtherNodesIP"},
 		{"10.0.0.5", w1, ""},
 		{"10.0.0.9", w1, ""},
+		{"198.51.100.1", w1, ""}, // in greedy-9's 0.0.0.0/0
 	} {
 		o, ok := c.IPOwner(netip.MustParseAddr(tc.ip), tc.node)
 		if o.Reason != tc.reason || ok != (tc.reason != "") || (ok && o.What == "") {
@@ -101,6 +105,9 @@ func TestClusterOwners(t *testing.T) {
 		{"web.shop", w1, "ClusterName"},
 		{"worker-1.shop", w1, "ClusterName"}, // the Node's name under a namespace
 		{"web.shop.svc", w1, "ClusterName"},
+		{"10-244-2-7.shop.pod", w1, "ClusterName"},
+		{"pod-0.web.shop", w1, "ClusterName"}, // a headless Service's Pod
+		{"node1.svc.corp.example", w1, ""},    // svc inside a name: no cluster name
 		{"anything.cluster.local", w1, "ClusterName"},
 		{"api.example.com", w1, "APIServerName"},
 		{"web.lb.example.net", w1, "LoadBalancerName"},

@@ -51,7 +51,7 @@ func TestDecideAgainstVCenters(t *testing.T) {
 	must.OK(t, p.Start(ctx, nil))
 	defer p.Close()
 	must.OK(t, p.WaitForSync(ctx))
-	facts := ProviderFacts{Provider: p}
+	facts := ProviderFacts{Provider: p} // no reuse of searches: each decision sees vCenter now
 
 	a, b, c := f.VCenter("vc-a"), f.VCenter("vc-b"), f.VCenter("vc-c")
 	nodeOf := func(vm vcsim.VM) *v1.Node {
