@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -102,7 +103,20 @@ type Controller struct {
 	opts   Options
 	oos    outOfService // out-of-service records and taints
 	drifts drifts       // drifted Nodes, for the gauge
+	// refused backs off, per Node, retry annotations the API server
+	// refused for a reason that will not pass by itself (403, 422);
+	// reported names those already reported for the current refusal.
+	// Used by the retry loop only.
+	refused  *flowcontrol.Backoff
+	reported map[string]bool
 }
+
+// The back-off of a retry annotation the API server refused (forbidden,
+// invalid): 1 s doubling to 5 min.
+const (
+	refusedRetryMin = time.Second
+	refusedRetryMax = 5 * time.Minute
+)
 
 // New returns a controller; Run starts it.
 func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source, opts Options) (*Controller, error) {
@@ -119,6 +133,8 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 		opts.RetryPace = 250 * time.Millisecond
 	}
 	c := &Controller{kube: kube, nodes: nodes.Lister(), src: src, opts: opts,
+		// The "fake" constructor is the one that takes a clock.
+		refused: flowcontrol.NewFakeBackOff(refusedRetryMin, refusedRetryMax, opts.Clock), reported: map[string]bool{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: opts.Clock})}
 	reg, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -372,13 +388,41 @@ func (c *Controller) retryWaiting(ctx context.Context, unsent map[string]bool) {
 		}
 	}
 	clear(unsent) // those no longer waiting are forgotten
+	c.refused.GC()
+	now := c.opts.Clock.Now()
 	for _, n := range due {
-		if err := MergePatch(ctx, c.kube, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-			AnnotationRetry: c.opts.Clock.Now().UTC().Format(time.RFC3339Nano)}}}); err != nil {
-			log.Error(err, "Could not ask for a retry of a Node waiting for initialization; trying again at the next pass", "node", n.Name)
-			unsent[n.Name] = true
+		if c.refused.IsInBackOffSinceUpdate(n.Name, now) {
+			unsent[n.Name] = true // tried again once its back-off ends
 			continue
 		}
-		log.V(2).Info("Asked for a retry of a Node waiting for initialization", "node", n.Name)
+		err := MergePatch(ctx, c.kube, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			AnnotationRetry: now.UTC().Format(time.RFC3339Nano)}}})
+		switch {
+		case err == nil:
+			c.refused.Reset(n.Name)
+			delete(c.reported, n.Name)
+			log.V(2).Info("Asked for a retry of a Node waiting for initialization", "node", n.Name)
+		case apierrors.IsNotFound(err):
+			// Deleted meanwhile: nothing to retry.
+		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+			// It will not pass by itself (RBAC, an admission policy): backed
+			// off, reported once per refusal, not at every pass.
+			c.refused.Next(n.Name, now)
+			unsent[n.Name] = true
+			if c.reported[n.Name] {
+				log.V(4).Info("Retry annotation still refused", "node", n.Name, "err", err)
+				continue
+			}
+			c.reported[n.Name] = true
+			reason := string(apierrors.ReasonForError(err))
+			log.Error(err, "The API server refused the retry annotation of a Node waiting for initialization; backing off (check the CCM's RBAC and admission policies on Nodes)",
+				"node", n.Name, "reason", reason)
+			c.opts.Metrics.retryRefused(reason)
+			c.opts.Events.Event(n, v1.EventTypeWarning, "RetryRequestRefused",
+				fmt.Sprintf("the API server refused the annotation %s that makes the node controller retry this Node's initialization (%s): backing off up to %v", AnnotationRetry, reason, refusedRetryMax))
+		default:
+			log.Error(err, "Could not ask for a retry of a Node waiting for initialization; trying again at the next pass", "node", n.Name)
+			unsent[n.Name] = true
+		}
 	}
 }

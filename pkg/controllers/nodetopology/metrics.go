@@ -14,6 +14,7 @@ type Metrics struct {
 	oosNodes      *metrics.Gauge
 	oosUnproven   *metrics.Counter
 	deletionsHeld *metrics.GaugeVec
+	refused       *metrics.CounterVec
 }
 
 const namespace = "vsphere_ccm"
@@ -39,12 +40,22 @@ func NewMetrics() *Metrics {
 		deletionsHeld: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "node_deletions_held_nodes",
 			Help:           "Nodes labelled with a vCenter (and datacenter, \"\" for the whole vCenter) that is not configured. While any exists, no Node is deleted for a missing VM: its VM may have moved there.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter", "datacenter"}),
+		refused: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_retry_requests_refused_total",
+			Help: "Retry annotations of Nodes waiting for initialization that the API server refused for a reason that will not pass by itself, by reason (Forbidden, Invalid): " +
+				"counted once per Node and refusal, then backed off (1s to 5m).",
+			StabilityLevel: metrics.ALPHA}, []string{"reason"}),
+	}
+}
+
+func (m *Metrics) retryRefused(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.drifted, m.oosTaints, m.oosNodes, m.oosUnproven, m.deletionsHeld}
+	return []metrics.Registerable{m.drifted, m.oosTaints, m.oosNodes, m.oosUnproven, m.deletionsHeld, m.refused}
 }
 
 // initialize creates, at 0, the series alert rules read: per configured

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -398,6 +400,104 @@ func TestRetryWaiting(t *testing.T) {
 		n, err := e.kube.CoreV1().Nodes().Get(ctx, "not-due", metav1.GetOptions{})
 		return err == nil && n.Annotations[nodetopology.AnnotationRetry] != ""
 	})
+}
+
+// TestRetryRefused: a retry annotation the API server refuses for a
+// reason that will not pass (403) is backed off per Node, not tried at
+// every pass, and reported once as an event and a count; once accepted
+// it is written.
+func TestRetryRefused(t *testing.T) {
+	src := newFakeSource()
+	_, ctx := ktesting.NewTestContext(t)
+	e := start(t, src, nil)
+	taint := []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}
+	if _, err := e.kube.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "refused"}, Spec: v1.NodeSpec{Taints: taint}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Passes until the controller's lister has the Node (not due yet:
+	// nothing written); the fake API is then idle for the reactor.
+	// signalled is the next pass, signalled until it comes (a signal
+	// before the loop took its channel is not seen).
+	signalled := func() []string {
+		deadline := time.After(30 * time.Second)
+		for {
+			src.recovered.Notify()
+			select {
+			case names := <-src.asked:
+				return names
+			case <-time.After(10 * time.Millisecond):
+				e.clk.Step(time.Second)
+			case <-deadline:
+				t.Fatal("no retry pass")
+			}
+		}
+	}
+	for !slices.Contains(signalled(), "refused") {
+	}
+	var attempts, refuse atomic.Int32
+	refuse.Store(1)
+	e.kube.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		attempts.Add(1)
+		if refuse.Load() == 1 {
+			return true, nil, apierrors.NewForbidden(v1.Resource("nodes"), action.(k8stesting.PatchAction).GetName(), errors.New("injected: no patch on nodes"))
+		}
+		return false, nil, nil
+	})
+	src.mu.Lock()
+	src.due["refused"] = true
+	src.mu.Unlock()
+	// The next pass tries once and is refused.
+	for attempts.Load() == 0 {
+		signalled()
+	}
+	if ev := e.ev.Wait(t, "refused", "RetryRequestRefused"); ev.Type != v1.EventTypeWarning || !strings.Contains(ev.Message, "Forbidden") {
+		t.Errorf("event %+v", ev)
+	}
+	// Twenty more passes (the refused Node alone brings them, a pace
+	// apart; the fake clock moves about a second each): without back-off
+	// twenty patches, with it (1 s doubling) a handful.
+	refusedAt := e.clk.Now()
+	for range 20 {
+		src.retryPass(t, e.clk)
+	}
+	// Back-off from 1 s doubling: within s seconds at most 1+log2(s+1)
+	// more tries, however far the clock moved per pass.
+	most := int32(2 + bits.Len(uint(e.clk.Since(refusedAt)/time.Second)))
+	if n := attempts.Load(); n < 2 || n > most || n >= 21 {
+		t.Errorf("%d patches in 21 passes over %v, want 2 to %d (backed off, still retried)", n, e.clk.Since(refusedAt), most)
+	}
+	e.ev.None(t) // reported once
+	if v := counterValue(t, e.reg, "vsphere_ccm_node_retry_requests_refused_total", "Forbidden"); v != "1" {
+		t.Errorf("refusals counted: %s", v)
+	}
+	// Accepted again (the RBAC fixed): written at a later pass.
+	refuse.Store(0)
+	poll.True(t, "the retry annotation", func() bool {
+		src.retryPass(t, e.clk)
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, "refused", metav1.GetOptions{})
+		return err == nil && n.Annotations[nodetopology.AnnotationRetry] != ""
+	})
+}
+
+func counterValue(t *testing.T, reg metrics.KubeRegistry, name string, labels ...string) string {
+	t.Helper()
+	families, err := reg.Gather()
+	must.OK(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i, l := range m.GetLabel() {
+				if i >= len(labels) || l.GetValue() != labels[i] {
+					continue series
+				}
+			}
+			return fmt.Sprint(m.GetCounter().GetValue())
+		}
+	}
+	return ""
 }
 
 // TestDeletionsHeld: Nodes labelled with a vCenter or datacenter that is
