@@ -25,8 +25,10 @@
 //     the CCM's CPU and block profiles. Minutes; make bench runs it.
 //
 //   - csr: N Nodes with serving certificate approval on; every kubelet asks
-//     for a serving certificate at once: creation-to-approval times and the
-//     vSphere requests made per request beyond the inventory's long polls.
+//     for a serving certificate at once: creation-to-approval times, the
+//     CCM's CPU and the vSphere requests made per request beyond the
+//     inventory's long polls; -csr-cold asks at registration, while the
+//     Nodes initialize (the requests wait and are retried).
 //
 //   - firstlookup: 50 Nodes among 2,000 and among 20,000 VMs (above the
 //     inventory's eager limit: details are read at each Node's first
@@ -79,6 +81,7 @@ func main() {
 	flag.IntVar(&hk.nodes, "hk-nodes", 5000, "hundredk: Nodes among them")
 	flag.BoolVar(&hk.profile, "hk-profile", false, "hundredk: CPU, block and mutex profiles of the CCM during initialization")
 	flag.BoolVar(&hk.cold, "hk-cold", false, "hundredk: register the Nodes as soon as the CCM is healthy, while it reads its inventories")
+	csrCold := flag.Bool("csr-cold", false, "csr: every kubelet asks as soon as it registers, while the Nodes initialize")
 	keep := flag.Bool("keep", false, "keep the work directory (CCM logs, heap profiles) and print its path")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,7 +95,7 @@ func main() {
 			return bigVC(ctx, e, *bigVMs, *bigNodes, *bigDelay)
 		},
 		"firstlookup": func(ctx context.Context, e env) ([]report, error) { return firstLookup(ctx, e, 2000, 20000, 50) },
-		"csr":         func(ctx context.Context, e env) ([]report, error) { return servingCSRs(ctx, e, *n) },
+		"csr":         func(ctx context.Context, e env) ([]report, error) { return servingCSRs(ctx, e, *n, *csrCold) },
 		"hundredk":    func(ctx context.Context, e env) ([]report, error) { return hundredK(ctx, e, hk, *zero) },
 	}
 	var selected []string
