@@ -38,7 +38,7 @@ const MetricRequestsTotal = namespace + "_vcenter_requests_total"
 // is created at 0 (see initialize) so that a rule's increase() sees the
 // first event.
 var (
-	loginResults    = []string{"success", "rejected", "error"}
+	loginResults    = []string{"success", "rejected", "ticket_refused", "error"}
 	lookupResults   = []string{"found", "not_found", "ambiguous", "error"}
 	absenceVerdicts = []string{VerdictGone, VerdictKept, VerdictUnproven}
 )
@@ -73,7 +73,7 @@ func newMetrics() *Metrics {
 			Help: "Duration of vSphere requests by vCenter and API.", Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter", "api"}),
 		logins: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "vcenter_logins_total",
-			Help: "Login attempts (SOAP and REST) by vCenter and result (success, rejected, error).", StabilityLevel: metrics.ALPHA},
+			Help: "Login attempts (SOAP and REST) by vCenter and result (success, rejected, ticket_refused, error).", StabilityLevel: metrics.ALPHA},
 			[]string{"vcenter", "result"}),
 		up: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_up",
 			Help: "1 when the vCenter is connected or degraded, 0 when down.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
@@ -117,6 +117,8 @@ func (m *Metrics) Login(vc string, err error) {
 	switch {
 	case errors.Is(err, vcenter.ErrLoginRejected):
 		result = "rejected"
+	case errors.Is(err, vcenter.ErrTicketRefused):
+		result = "ticket_refused"
 	case err != nil:
 		result = "error"
 	}

@@ -46,7 +46,7 @@ func TestMetrics(t *testing.T) {
 vsphere_ccm_vcenter_up{vcenter="vc-a"} 1
 vsphere_ccm_vcenter_up{vcenter="vc-b"} 1
 vsphere_ccm_vcenter_up{vcenter="vc-c"} 0
-# HELP vsphere_ccm_vcenter_logins_total [ALPHA] Login attempts (SOAP and REST) by vCenter and result (success, rejected, error).
+# HELP vsphere_ccm_vcenter_logins_total [ALPHA] Login attempts (SOAP and REST) by vCenter and result (success, rejected, ticket_refused, error).
 # TYPE vsphere_ccm_vcenter_logins_total counter
 vsphere_ccm_vcenter_logins_total{result="error",vcenter="vc-a"} 0
 vsphere_ccm_vcenter_logins_total{result="error",vcenter="vc-b"} 0
@@ -57,6 +57,9 @@ vsphere_ccm_vcenter_logins_total{result="rejected",vcenter="vc-c"} 1
 vsphere_ccm_vcenter_logins_total{result="success",vcenter="vc-a"} 2
 vsphere_ccm_vcenter_logins_total{result="success",vcenter="vc-b"} 2
 vsphere_ccm_vcenter_logins_total{result="success",vcenter="vc-c"} 0
+vsphere_ccm_vcenter_logins_total{result="ticket_refused",vcenter="vc-a"} 0
+vsphere_ccm_vcenter_logins_total{result="ticket_refused",vcenter="vc-b"} 0
+vsphere_ccm_vcenter_logins_total{result="ticket_refused",vcenter="vc-c"} 0
 # HELP vsphere_ccm_node_lookups_total [ALPHA] Node to VM lookups by result (found, not_found, ambiguous, error).
 # TYPE vsphere_ccm_node_lookups_total counter
 vsphere_ccm_node_lookups_total{result="ambiguous"} 0

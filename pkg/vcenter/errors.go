@@ -16,6 +16,11 @@ var (
 	ErrUnavailable = errors.New("vCenter unavailable")
 	// ErrLoginRejected means the vCenter refused the username and password.
 	ErrLoginRejected = errors.New("login rejected")
+	// ErrTicketRefused means the vCenter refused a session manager's clone
+	// ticket (stale, used, for another vCenter). A ticket cannot lock an
+	// account: it is retried with the normal back-off, with a new ticket,
+	// not held back like a refused password.
+	ErrTicketRefused = errors.New("clone ticket refused")
 )
 
 // UnavailableError is returned, without any network I/O, by calls to a

@@ -155,9 +155,16 @@ func (c *Client) loginShared(ctx context.Context, s *Session, sh secret.SharedSe
 		return err
 	}
 	err = session.NewManager(s.VIM).CloneSession(ctx, ticket.Reveal())
+	if err != nil && isInvalidLogin(err) {
+		// Not a refusal of the credentials (the session manager's token
+		// was accepted): the usual retry asks for a new ticket.
+		c.opts.Observer.Login(c.vc.Name, ErrTicketRefused)
+		return fmt.Errorf("vCenter %q: CloneSession refused the ticket of %s (stale, already used, or for another vCenter); asking for a new one with the normal back-off: %w",
+			c.vc.Name, sh.Identity(), ErrTicketRefused)
+	}
 	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
 	if err != nil {
-		return refusal(err)
+		return err
 	}
 	cookie := s.VIM.SessionCookie()
 	if cookie == nil {
