@@ -287,6 +287,14 @@ type lookupKey struct {
 	name, host string
 }
 
+// vms are the idents of d with key k that are VMs, not templates: what
+// a lookup finds, and what Peek says it would find (one filter for both).
+func (k lookupKey) vms(d *data) []*ident {
+	return slices.DeleteFunc(k.idents(d), func(id *ident) bool { return id.template })
+}
+
+// idents are the idents of d with key k, templates included, in a new
+// slice.
 func (k lookupKey) idents(d *data) []*ident {
 	var out []*ident
 	for _, u := range k.uuids {
@@ -326,8 +334,8 @@ func (ix *Index) lookup(k lookupKey) []match {
 // matches appends the VMs (not templates) of d with key k to out.
 func (ix *Index) matches(d *data, k lookupKey, out []match, paged bool) []match {
 	seen := map[string]bool{}
-	for _, id := range k.idents(d) {
-		if id.template || seen[id.ref] {
+	for _, id := range k.vms(d) {
+		if seen[id.ref] {
 			continue
 		}
 		seen[id.ref] = true

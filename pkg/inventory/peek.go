@@ -50,12 +50,7 @@ func (ix *Index) holds(k lookupKey) (found bool) {
 		if d == nil {
 			return
 		}
-		for _, id := range k.idents(d) {
-			if !id.template {
-				found = true
-				return
-			}
-		}
+		found = len(k.vms(d)) > 0
 	}
 	if ix.answers() {
 		ix.store.read(has)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/vmware/govmomi/vim25/types"
@@ -50,21 +51,20 @@ func (p *Provider) findVM(ctx context.Context, node *v1.Node) (inventory.VM, err
 	}
 	var misses []string
 	searched := false // whether any method could ask the inventory
-	for _, m := range p.cfg.Nodes.LookupOrder {
+	for m, value := range p.lookups(node) {
 		var vm inventory.VM
 		var err error
 		switch m {
 		case config.LookupUUID:
-			su := node.Status.NodeInfo.SystemUUID
-			if su == "" {
+			if value == "" {
 				misses = append(misses, "no systemUUID reported yet")
 				continue
 			}
-			vm, err = p.inv.FindByUUID(ctx, su)
+			vm, err = p.inv.FindByUUID(ctx, value)
 		case config.LookupVMName:
-			vm, err = p.inv.FindByName(ctx, node.Name)
+			vm, err = p.inv.FindByName(ctx, value)
 		case config.LookupGuestHostname:
-			vm, err = p.inv.FindByGuestHostname(ctx, node.Name)
+			vm, err = p.inv.FindByGuestHostname(ctx, value)
 		}
 		searched = true
 		if err == nil {
@@ -79,6 +79,24 @@ func (p *Provider) findVM(ctx context.Context, node *v1.Node) (inventory.VM, err
 		return inventory.VM{}, fmt.Errorf("node %s has no systemUUID yet and nodes.lookupOrder has no other method", node.Name)
 	}
 	return inventory.VM{}, &nodeNotFound{node: node.Name, misses: misses}
+}
+
+// lookups yields, for a Node without providerID, each method of
+// nodes.lookupOrder in order with the value it looks up: the Node's
+// systemUUID ("" when the kubelet has not reported it yet) or its name.
+// findVM and answerable go through the same sequence.
+func (p *Provider) lookups(node *v1.Node) iter.Seq2[config.LookupMethod, string] {
+	return func(yield func(config.LookupMethod, string) bool) {
+		for _, m := range p.cfg.Nodes.LookupOrder {
+			value := node.Name
+			if m == config.LookupUUID {
+				value = node.Status.NodeInfo.SystemUUID
+			}
+			if !yield(m, value) {
+				return
+			}
+		}
+	}
 }
 
 type nodeNotFound struct {

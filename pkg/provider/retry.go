@@ -96,12 +96,9 @@ func (p *Provider) answerable(node *v1.Node) bool {
 		return found || settled
 	}
 	searched := false
-	for _, m := range p.cfg.Nodes.LookupOrder {
-		value := node.Name
-		if m == config.LookupUUID {
-			if value = node.Status.NodeInfo.SystemUUID; value == "" {
-				continue
-			}
+	for m, value := range p.lookups(node) {
+		if value == "" {
+			continue // no systemUUID yet
 		}
 		searched = true
 		found, settled := p.inv.Peek(m, value)
