@@ -179,11 +179,11 @@ type env struct {
 // drifted is the drift gauge of vc-a.
 func (e env) drifted(t *testing.T) string {
 	t.Helper()
-	return gaugeValue(t, e.reg, "vsphere_ccm_nodes_topology_drifted", "vc-a")
+	return metricValue(t, e.reg, "vsphere_ccm_nodes_topology_drifted", "vc-a")
 }
 
-// gaugeValue is a series' value as text ("" when absent).
-func gaugeValue(t *testing.T, reg metrics.KubeRegistry, name string, labels ...string) string {
+// metricValue is a series' value as text ("" when absent).
+func metricValue(t *testing.T, reg metrics.KubeRegistry, name string, labels ...string) string {
 	t.Helper()
 	families, err := reg.Gather()
 	must.OK(t, err)
@@ -197,6 +197,9 @@ func gaugeValue(t *testing.T, reg metrics.KubeRegistry, name string, labels ...s
 				if i >= len(labels) || l.GetValue() != labels[i] {
 					continue series
 				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return fmt.Sprint(c.GetValue())
 			}
 			return fmt.Sprint(m.GetGauge().GetValue())
 		}
@@ -467,7 +470,7 @@ func TestRetryRefused(t *testing.T) {
 		t.Errorf("%d patches in 21 passes over %v, want 2 to %d (backed off, still retried)", n, e.clk.Since(refusedAt), most)
 	}
 	e.ev.None(t) // reported once
-	if v := counterValue(t, e.reg, "vsphere_ccm_node_retry_requests_refused_total", "Forbidden"); v != "1" {
+	if v := metricValue(t, e.reg, "vsphere_ccm_node_retry_requests_refused_total", "Forbidden"); v != "1" {
 		t.Errorf("refusals counted: %s", v)
 	}
 	// Accepted again (the RBAC fixed): written at a later pass.
@@ -477,27 +480,6 @@ func TestRetryRefused(t *testing.T) {
 		n, err := e.kube.CoreV1().Nodes().Get(ctx, "refused", metav1.GetOptions{})
 		return err == nil && n.Annotations[nodetopology.AnnotationRetry] != ""
 	})
-}
-
-func counterValue(t *testing.T, reg metrics.KubeRegistry, name string, labels ...string) string {
-	t.Helper()
-	families, err := reg.Gather()
-	must.OK(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i, l := range m.GetLabel() {
-				if i >= len(labels) || l.GetValue() != labels[i] {
-					continue series
-				}
-			}
-			return fmt.Sprint(m.GetCounter().GetValue())
-		}
-	}
-	return ""
 }
 
 // TestDeletionsHeld: Nodes labelled with a vCenter or datacenter that is
@@ -510,7 +492,7 @@ func TestDeletionsHeld(t *testing.T) {
 	src.outside["dc"] = &provider.NotConfiguredError{Node: "dc", VCenter: "vc-a", Datacenter: "dc-9"}
 	e := start(t, src, nil, "old-1", "old-2", "dc", "fine")
 	held := func(vc, dc string) string {
-		return gaugeValue(t, e.reg, "vsphere_ccm_node_deletions_held_nodes", dc, vc) // labels sorted by name
+		return metricValue(t, e.reg, "vsphere_ccm_node_deletions_held_nodes", dc, vc) // labels sorted by name
 	}
 	poll.True(t, "the held deletions counted", func() bool { return held("vc-old", "") == "2" && held("vc-a", "dc-9") == "1" })
 	// The vCenter is configured again (a restart with the new config
