@@ -46,7 +46,9 @@ func TestServingCertificatesGuestClaims(t *testing.T) {
 	h.writeConfig(map[string][]string{"vc-c": {"datacenters: [dc-3]"}})
 	h.applyServingRBAC(t)
 	h.startSigner(t)
-	h.startCCM()
+	// The Node's addresses follow its guest at every status pass: the
+	// sync point of each claim.
+	h.startCCM("--node-status-update-frequency=1s")
 	var vms []vcsim.VM
 	var outside vcsim.VM
 	for i, vm := range h.fleet.VMs() {
