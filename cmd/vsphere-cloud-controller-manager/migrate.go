@@ -22,6 +22,11 @@ type preflightReport struct {
 	Nodes       int                    `json:"nodes"`
 	Blocking    bool                   `json:"blocking"`
 	Differences []preflight.Difference `json:"differences"`
+	// NSXTUnmanaged lists the Services and Nodes whose NSX-T objects the
+	// reference CCM managed with this config's NSX-T sections, and this
+	// CCM will not; they block unless NSXTAcknowledged (--acknowledge-nsxt).
+	NSXTUnmanaged    []preflight.Unmanaged `json:"nsxtUnmanaged"`
+	NSXTAcknowledged bool                  `json:"nsxtAcknowledged"`
 }
 
 func newMigrateCommand(ctx context.Context, env []string, stdout, stderr io.Writer) *cobra.Command {
@@ -40,8 +45,16 @@ region labels, instance type labels, addresses in order with the Hostname) with
 what this CCM would set. Nothing is written: no Node, no event. Kubernetes sets
 providerID and these labels only when it initializes a Node, so a providerID,
 zone or region that would differ stays on the Node and drifts: such
-differences, and Nodes whose VM is not found, block the switch. Exit status 0
-when nothing blocks, 3 when something does, 1 on errors.`,
+differences, and Nodes whose VM is not found, block the switch.
+
+With the reference's NSX-T sections in the cloud-config (loadBalancer,
+loadBalancerClass, route), it also lists the Services of type LoadBalancer
+that the reference's NSX-T load balancer served and the Nodes whose Pod
+routes it kept: this CCM runs neither controller, so they block the switch
+until --acknowledge-nsxt says the operator has moved them (or accepts
+managing the NSX-T objects by hand).
+
+Exit status 0 when nothing blocks, 3 when something does, 1 on errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -59,6 +72,7 @@ when nothing blocks, 3 when something does, 1 on errors.`,
 type preflightOptions struct {
 	cloudConfig, kubeconfig, output string
 	timeout                         time.Duration
+	acknowledgeNSXT                 bool
 
 	env            []string
 	stdout, stderr io.Writer
@@ -69,6 +83,7 @@ func (o *preflightOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (Nodes, and the Secrets the config names)")
 	f.StringVarP(&o.output, "output", "o", "table", "table or json")
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	f.BoolVar(&o.acknowledgeNSXT, "acknowledge-nsxt", false, "the Services and Nodes whose NSX-T load balancers and routes the reference CCM managed are taken care of: do not block on them")
 }
 
 func (o *preflightOptions) Validate() error {
@@ -104,13 +119,22 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer p.Close()
-	r := preflightReport{Nodes: len(nodes.Items), Differences: []preflight.Difference{}}
+	r := preflightReport{Nodes: len(nodes.Items), Differences: []preflight.Difference{}, NSXTUnmanaged: []preflight.Unmanaged{},
+		NSXTAcknowledged: o.acknowledgeNSXT}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		md, err := p.Preview(ctx, n)
 		r.Differences = append(r.Differences, preflight.Compare(n, md, err, provider.PlacementLabelKeys(cfg.Labels.Placement))...)
 	}
-	r.Blocking = preflight.Blocks(r.Differences)
+	if cfg.NSXT.LoadBalancer {
+		services, err := kube.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("list Services (the config has the reference's NSX-T load balancer): %w", err)
+		}
+		r.NSXTUnmanaged = append(r.NSXTUnmanaged, preflight.LoadBalanced(cfg.NSXT, services.Items)...)
+	}
+	r.NSXTUnmanaged = append(r.NSXTUnmanaged, preflight.Routed(cfg.NSXT, nodes.Items)...)
+	r.Blocking = preflight.Blocks(r.Differences) || (len(r.NSXTUnmanaged) > 0 && !o.acknowledgeNSXT)
 	if o.output == "json" {
 		enc := json.NewEncoder(o.stdout)
 		enc.SetIndent("", "  ")
@@ -127,8 +151,12 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 }
 
 func printPreflight(w io.Writer, r preflightReport) {
+	printUnmanaged(w, r)
 	if len(r.Differences) == 0 {
 		fmt.Fprintf(w, "%d Nodes checked: this CCM would set the same providerID, zone, region, instance type and addresses on every one.\n", r.Nodes)
+		if r.Blocking {
+			fmt.Fprintf(w, "Do not switch yet: the NSX-T objects above are not taken care of.\n")
+		}
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -150,4 +178,23 @@ func printPreflight(w io.Writer, r preflightReport) {
 	} else {
 		fmt.Fprintf(w, "\n%d Nodes checked: nothing blocks the switch.\n", r.Nodes)
 	}
+}
+
+// printUnmanaged prints the Services and Nodes whose NSX-T objects the
+// reference managed, what stops after the switch and what to do.
+func printUnmanaged(w io.Writer, r preflightReport) {
+	if len(r.NSXTUnmanaged) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tNSX-T (managed by the reference CCM)")
+	for _, u := range r.NSXTUnmanaged {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Kind, u.Name, u.NSXT)
+	}
+	_ = tw.Flush()
+	impact := "blocking"
+	if r.NSXTAcknowledged {
+		impact = "acknowledged (--acknowledge-nsxt)"
+	}
+	fmt.Fprintf(w, "\n%s: %s\n\n", impact, preflight.UnmanagedAfterSwitch)
 }

@@ -5,6 +5,10 @@
 // The origins are kept from the existing manifest.
 //
 //	cd hack/refverdict && go run . ../../pkg/config/testdata/migration
+//	cd hack/refverdict && go run . -complete ../../pkg/config/testdata/nsxt
+//
+// With -complete, each file is read with one vCenter appended (withVCenter):
+// the NSX-T readers' own test configs are fragments.
 //
 // It is a module of its own, so the reference's dependencies never enter
 // the CCM's.
@@ -35,6 +39,9 @@ type entry struct {
 	Why     string   `json:"why,omitempty"`
 	Notes   []string `json:"notes,omitempty"`
 	Meaning *meaning `json:"meaning,omitempty"`
+	// Network is the reading of the reference's NSX-T load balancer,
+	// route and NSX-T readers (nsxt.go).
+	Network *network `json:"network,omitempty"`
 }
 
 type meaning struct {
@@ -61,8 +68,13 @@ type vcenter struct {
 }
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: refverdict DIR")
+	args := os.Args[1:]
+	complete := len(args) == 2 && args[0] == "-complete"
+	if complete {
+		args = args[1:]
+	}
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: refverdict [-complete] DIR")
 		os.Exit(2)
 	}
 	// The reference logs its reading; only the verdicts matter here.
@@ -74,7 +86,7 @@ func main() {
 			os.Unsetenv(k)
 		}
 	}
-	dir := os.Args[1]
+	dir := args[0]
 	manifest := filepath.Join(dir, "MANIFEST.yaml")
 	origins := map[string]entry{}
 	if b, err := os.ReadFile(manifest); err == nil {
@@ -106,6 +118,10 @@ func main() {
 		if strings.HasSuffix(name, ".conf") || strings.HasSuffix(name, ".ini") {
 			e.Format = "ini"
 		}
+		if complete {
+			b = withVCenter(b, e.Format)
+		}
+		e.Network = readNetwork(b)
 		cfg, err := cpiconfig.ReadCPIConfig(b)
 		if err != nil {
 			e.Reference, e.ReferenceError = "reject", err.Error()

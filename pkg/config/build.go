@@ -175,6 +175,7 @@ func (b *builder) build(raw *rawConfig) *Config {
 	cfg.Labels = b.buildLabels(raw.Labels)
 	cfg.Nodes = b.buildNodes(raw.Nodes)
 	cfg.HostGroupZones = b.buildHostGroupZones(raw.HostGroupZones, cfg.VCenters)
+	cfg.NSXT = b.buildNSXT(raw)
 	if cfg.Labels.CSICompatible {
 		// vSphere CSI reads tags on the host chain and nothing else.
 		if len(cfg.HostGroupZones) > 0 {

@@ -91,11 +91,20 @@ func (f schemaField) name(format Format) string {
 	return f.yamlName
 }
 
+// pathName is the field's name in diagnostics' field paths: its YAML key,
+// or its INI key for a field only INI has.
+func (f schemaField) pathName() string {
+	if f.yamlName == "-" {
+		return f.iniName
+	}
+	return f.yamlName
+}
+
 func (f schemaField) matches(format Format, key string) bool {
 	if format == FormatINI {
 		return f.iniName != "-" && strings.EqualFold(f.iniName, key)
 	}
-	return f.yamlName == key
+	return f.yamlName != "-" && f.yamlName == key
 }
 
 func joinPath(parent, name string) string {
@@ -120,14 +129,14 @@ func (d *decoder) decodeStruct(path string, n *node, v reflect.Value) {
 			d.unknownKey(path, e, fields)
 			continue
 		}
-		fpath := joinPath(path, field.yamlName)
+		fpath := joinPath(path, field.pathName())
 		if first, dup := seen[fpath]; dup {
 			d.errorf(e.line, fpath, e.key, "duplicate key (first set at line %d); remove one of them", first)
 			continue
 		}
 		seen[fpath] = e.line
 		d.pos[fpath] = d.at(e.line)
-		if e.key != field.yamlName {
+		if e.key != field.pathName() {
 			d.written[fpath] = e.key
 		}
 		d.decodeValue(fpath, e, v.FieldByIndex(field.index))

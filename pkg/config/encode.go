@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -198,6 +199,11 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			where = "the secrets directory " + opts.SecretsDirectory
 		}
 		notes = append(notes, fmt.Sprintf("the inline credentials of %d vCenter(s) are not in the config: it reads them from %s", len(moved), where))
+	}
+	if len(cfg.NSXT.Sections) > 0 {
+		// Read for the reference's NSX-T controllers, which this CCM does
+		// not run: not carried over (docs/migration.md).
+		notes = append(notes, fmt.Sprintf("the reference CCM's NSX-T sections (%s) are left out: this CCM runs no load balancer or route controller; run `migrate preflight` for what that means for your Services and Nodes", strings.Join(cfg.NSXT.Sections, ", ")))
 	}
 	out, err = yaml.Marshal(f)
 	if err != nil {

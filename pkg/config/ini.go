@@ -9,7 +9,7 @@ import (
 var iniIgnoredSections = map[string]bool{"workspace": true, "disk": true, "network": true}
 
 // iniSectionsWithName are the sections written [Section "name"].
-var iniSectionsWithName = map[string]bool{"virtualcenter": true}
+var iniSectionsWithName = map[string]bool{"virtualcenter": true, "loadbalancerclass": true}
 
 // readINI parses a gcfg-style INI file into a tree:
 //
@@ -67,7 +67,11 @@ func readINI(file string, data []byte) (*node, []Diagnostic, []Diagnostic) {
 			inIgnored = false
 			switch {
 			case iniSectionsWithName[lname] && !hasSub:
-				errorf(lineNo, "section [%s] needs a name: [%s \"vcenter.example.com\"]", name, name)
+				example := "vcenter.example.com"
+				if lname == "loadbalancerclass" {
+					example = "public"
+				}
+				errorf(lineNo, "section [%s] needs a name: [%s \"%s\"]", name, name, example)
 				current, inIgnored = nil, true
 				continue
 			case !iniSectionsWithName[lname] && hasSub:

@@ -47,7 +47,7 @@ func legacyKey(format Format, path, key string, fields []schemaField) (string, b
 		// The INI spelling of a known key inside YAML (the reference's
 		// chart writes ca-file:): the reference ignores it.
 		for _, f := range fields {
-			if f.iniName != "-" && strings.EqualFold(f.iniName, key) && f.yamlName != key {
+			if f.iniName != "-" && f.yamlName != "-" && strings.EqualFold(f.iniName, key) && f.yamlName != key {
 				return fmt.Sprintf("%q is the INI spelling of %s and is ignored in YAML, as the reference CCM ignores it; rename it %s to use it", key, f.yamlName, f.yamlName), true
 			}
 		}

@@ -33,6 +33,7 @@ type corpusEntry struct {
 	Why            string        `json:"why,omitempty"`
 	Notes          []string      `json:"notes,omitempty"`
 	Meaning        *corpusConfig `json:"meaning,omitempty"`
+	Network        *NSXT         `json:"network,omitempty"`
 }
 
 type corpusConfig struct {
@@ -76,7 +77,12 @@ func TestCorpusDocumented(t *testing.T) {
 
 func readCorpus(t *testing.T) []corpusEntry {
 	t.Helper()
-	data, err := os.ReadFile("testdata/migration/MANIFEST.yaml")
+	return readManifest(t, "testdata/migration")
+}
+
+func readManifest(t *testing.T, dir string) []corpusEntry {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "MANIFEST.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +90,7 @@ func readCorpus(t *testing.T) []corpusEntry {
 	if err := yaml.UnmarshalStrict(data, &entries); err != nil {
 		t.Fatalf("MANIFEST.yaml: %v", err)
 	}
-	files := must.Glob(t, "testdata/migration/*")
+	files := must.Glob(t, filepath.Join(dir, "*"))
 	listed := map[string]bool{}
 	for _, e := range entries {
 		listed[e.File] = true

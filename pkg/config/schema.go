@@ -21,6 +21,13 @@ type rawConfig struct {
 	Nodes   *rawNodes              `yaml:"nodes" ini:"nodes"`
 	// Extension: zones from DRS host groups (stretched clusters).
 	HostGroupZones []rawHostGroupZones `yaml:"hostGroupZones" ini:"-"`
+
+	// The reference's NSX-T sections: read and reported, not acted on
+	// (nsxt.go).
+	NSXT              *rawNSXT                         `yaml:"nsxt" ini:"nsxt"`
+	LoadBalancer      *rawLoadBalancer                 `yaml:"loadBalancer" ini:"loadbalancer"`
+	LoadBalancerClass map[string]*rawLoadBalancerClass `yaml:"loadBalancerClass" ini:"loadbalancerclass"`
+	Route             *rawRoute                        `yaml:"route" ini:"route"`
 }
 
 type rawHostGroupZones struct {

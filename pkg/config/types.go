@@ -60,6 +60,9 @@ type Config struct {
 	// HostGroupZones maps clusters' DRS host groups to zones; the first
 	// entry matching a VM's cluster applies.
 	HostGroupZones []HostGroupZones
+	// NSXT is what the file asks of the reference CCM's NSX-T load
+	// balancer and route controllers, which this CCM does not run.
+	NSXT NSXT
 }
 
 // VCenter returns the vCenter with the given name, or false.

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/component-base/metrics"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
@@ -27,6 +28,7 @@ type Metrics struct {
 	calls        *metrics.CounterVec
 	verdicts     *metrics.CounterVec
 	vcDownFor    *metrics.GaugeVec
+	unserved     *metrics.GaugeVec
 }
 
 const namespace = "vsphere_ccm"
@@ -45,6 +47,18 @@ var (
 
 // NewMetrics creates the metrics (not registered).
 func NewMetrics() *Metrics { return newMetrics() }
+
+// configured reports what the cloud-config asks that this CCM does not do.
+func (m *Metrics) configured(cfg *config.Config) {
+	gauge := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	m.unserved.WithLabelValues("service").Set(gauge(cfg.NSXT.LoadBalancer))
+	m.unserved.WithLabelValues("route").Set(gauge(cfg.NSXT.RouterPath != ""))
+}
 
 // initialize creates, at 0, the series of the counters alert rules read,
 // for the given vCenters, before any login or lookup: without a 0 sample,
@@ -97,12 +111,15 @@ func newMetrics() *Metrics {
 		vcDownFor: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_unusable_seconds",
 			Help:           "Seconds since the vCenter became unusable (down, or its inventory not current); 0 while usable. Alert on it instead of a liveness probe.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		unserved: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "config_unserved_controllers",
+			Help:           "1 when the cloud-config asks for a controller of the reference CCM that this CCM does not run: service (an NSX-T load balancer for Services of type LoadBalancer) or route (NSX-T routes for Pod ranges); see migrate preflight.",
+			StabilityLevel: metrics.ALPHA}, []string{"controller"}),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
 }
 
 // Request implements vcenter.Observer.

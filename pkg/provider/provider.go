@@ -162,6 +162,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 			names = append(names, c.Name())
 		}
 		m.initialize(names)
+		m.configured(p.cfg)
 	}
 	pool.Start(ctx)
 	var ic []inventory.Client
