@@ -43,11 +43,11 @@ func (h *harness) referenceNode(t *testing.T, vm vcsim.VM, zone, region string) 
 	must.OK(t, err)
 }
 
-func (h *harness) preflight(t *testing.T) (int, preflightReport, string) {
+func (h *harness) preflight(t *testing.T, extra ...string) (int, preflightReport, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(h.ctx, h.binary, "migrate", "preflight", "--cloud-config", h.cfgPath,
-		"--kubeconfig", h.cp.Kubeconfig, "-o", "json")
+	cmd := exec.CommandContext(h.ctx, h.binary, append([]string{"migrate", "preflight", "--cloud-config", h.cfgPath,
+		"--kubeconfig", h.cp.Kubeconfig, "-o", "json"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	code := 0
 	if err := cmd.Run(); err != nil {
@@ -69,9 +69,11 @@ func (h *harness) preflight(t *testing.T) (int, preflightReport, string) {
 const referenceInstanceType = "vsphere-vm.cpu-1.mem-0gb.os-other"
 
 type preflightReport struct {
-	Nodes       int                    `json:"nodes"`
-	Blocking    bool                   `json:"blocking"`
-	Differences []preflight.Difference `json:"differences"`
+	Nodes            int                    `json:"nodes"`
+	Blocking         bool                   `json:"blocking"`
+	Differences      []preflight.Difference `json:"differences"`
+	NSXTUnmanaged    []preflight.Unmanaged  `json:"nsxtUnmanaged"`
+	NSXTAcknowledged bool                   `json:"nsxtAcknowledged"`
 }
 
 // TestMigrationPreflight: Nodes labelled as the reference labels them are
