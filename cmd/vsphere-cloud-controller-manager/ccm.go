@@ -142,9 +142,12 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}) (*cobra
 	csrMetrics := servingcsr.NewMetrics()
 	ctrls[servingcsr.Name] = servingCSRController(events, csrMetrics)
 	var prov *provider.Provider
+	var nodeLabels map[string]string
+	extra := cliflag.NamedFlagSets{}
+	extra.FlagSet("vsphere").StringToStringVar(&nodeLabels, nodeLabelsFlag, nil, nodeLabelsUsage)
 	cmd := app.NewCloudControllerManagerCommand(opts,
 		func(*cloudconfig.CompletedConfig) cloudprovider.Interface { return prov },
-		ctrls, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, stop)
+		ctrls, names.CCMControllerAliases(), extra, stop)
 	cmd.Use = "vsphere-cloud-controller-manager"
 	cmd.Long = `The Kubernetes cloud controller manager for VMware vSphere: finds every node's VM
 across all configured vCenters and datacenters, sets its providerID, addresses,
@@ -190,6 +193,13 @@ Operator commands:
 		if err := needsServingCSR(cfg, opts.Generic.Controllers); err != nil {
 			return err
 		}
+		labelWarnings, err := checkNodeLabels(nodeLabels, cfg)
+		if err != nil {
+			return err
+		}
+		for _, w := range labelWarnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
 		if cfg.Nodes.SkipNodeDeletion {
 			fmt.Fprintf(stderr, "%s is set: no Node is deleted because its VM is gone (the reference CCM's switch; any value counts, even false)\n", config.SkipNodeDeletionEnv)
 		}
@@ -199,7 +209,7 @@ Operator commands:
 				return fmt.Errorf("register metrics: %w", err)
 			}
 		}
-		p, err := provider.New(cfg, provider.Options{Metrics: m, Events: events})
+		p, err := provider.New(cfg, provider.Options{Metrics: m, Events: events, NodeLabels: nodeLabels})
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 )
 
@@ -85,5 +86,59 @@ func TestControllersWithoutServingCSR(t *testing.T) {
 	}
 	if f := cmd.Flags().Lookup("controllers"); f == nil || f.DefValue != "[*]" {
 		t.Errorf("--controllers default %v, want [*] (serving-csr on by default)", f)
+	}
+}
+
+// --node-labels: the reference's syntax and key rule, valid values, no key
+// this CCM computes, and a warning for keys the framework discards;
+// refused through the command, naming the flag.
+func TestNodeLabels(t *testing.T) {
+	cfg := &config.Config{Labels: config.Labels{Placement: []config.PlacementLabel{config.PlacementHost},
+		Additional: []config.AdditionalLabel{{Category: "cost", Label: "example.com/cost-center"}}}}
+	for _, tc := range []struct {
+		name    string
+		labels  map[string]string
+		err     string
+		warning string
+	}{
+		{"valid, empty value", map[string]string{"node.example.com/platform": "vsphere", "example.com/pool": ""}, "", ""},
+		{"key not a qualified name", map[string]string{"bad key": "x"}, `invalid key "bad key"`, ""},
+		{"prefix not a DNS subdomain", map[string]string{"Example.com/x": "y"}, `invalid key "Example.com/x"`, ""},
+		{"value not a label value", map[string]string{"example.com/x": "a b"}, `invalid value "a b"`, ""},
+		{"computed: vcenter label", map[string]string{provider.LabelVCenter: "x"}, "sets from vSphere", ""},
+		{"computed: placement", map[string]string{"vsphere.vsphere-ccm.io/host": "x"}, "sets from vSphere", ""},
+		{"computed: labels.additional", map[string]string{"example.com/cost-center": "x"}, "sets from vSphere", ""},
+		{"discarded by the framework", map[string]string{"node-role.kubernetes.io/worker": ""}, "", "never set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			warnings, err := checkNodeLabels(tc.labels, cfg)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "--node-labels")):
+				t.Fatalf("error %v, want one naming --node-labels and %q", err, tc.err)
+			}
+			if got := strings.Join(warnings, "\n"); (tc.warning == "") != (got == "") || !strings.Contains(got, tc.warning) {
+				t.Errorf("warnings %q, want %q", got, tc.warning)
+			}
+		})
+	}
+	// Through the command, with the reference's syntax.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	must.OK(t, os.WriteFile(path, []byte("vcenter:\n  a:\n    server: vc-a.example.com\n    user: u\n    password: p\n"), 0o600))
+	for args, want := range map[string]string{
+		"--node-labels=node.foo.bar=vsphere,foo.bar/mapi=": "",
+		"--node-labels=-bad=x":                              `invalid key "-bad"`,
+	} {
+		var stderr bytes.Buffer
+		cmd, closeFn, err := newCCMCommand(nil, &stderr, make(chan struct{}))
+		must.OK(t, err)
+		must.OK(t, cmd.ParseFlags([]string{"--cloud-config=" + path, args}))
+		err = cmd.PreRunE(cmd, nil)
+		closeFn()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
 	}
 }

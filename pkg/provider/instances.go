@@ -179,6 +179,9 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 		NodeAddresses:    addrs,
 		AdditionalLabels: map[string]string{},
 	}
+	for k, v := range p.opts.NodeLabels {
+		md.AdditionalLabels[k] = v
+	}
 	if topo.InstanceType != nil {
 		md.InstanceType = topo.InstanceType.Value
 	}

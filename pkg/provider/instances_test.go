@@ -74,3 +74,18 @@ func TestVMotionSeenAtNextLookup(t *testing.T) {
 		return err == nil && md.Zone == "zone-vc-a-dc-1-c1"
 	})
 }
+
+// NodeLabels (--node-labels) are in every Node's metadata, on simulated
+// vCenters, beside the labels computed from vSphere, which they never
+// replace.
+func TestInstanceMetadataNodeLabels(t *testing.T) {
+	e := stretchedWith(t, "", "", nil, provider.Options{NodeLabels: map[string]string{"node.example.com/platform": "vsphere", "example.com/pool": ""}})
+	for _, vm := range e.fleet.VMs() {
+		md, err := e.p.InstanceMetadata(e.ctx, node(vm))
+		must.OK(t, err)
+		if v, ok := md.AdditionalLabels["example.com/pool"]; md.AdditionalLabels["node.example.com/platform"] != "vsphere" || !ok || v != "" ||
+			md.AdditionalLabels[provider.LabelVCenter] != vm.VCenter {
+			t.Errorf("%s: labels %v", vm.Name, md.AdditionalLabels)
+		}
+	}
+}

@@ -57,6 +57,10 @@ type Options struct {
 	// (shared with the node-topology controller); Initialize starts its
 	// sink with the framework's client unless it has one.
 	Events *nodeevents.Recorder
+	// NodeLabels are added to every Node's metadata, so that the framework
+	// sets them when it initializes the Node (the reference's
+	// --node-labels); labels computed from vSphere take precedence.
+	NodeLabels map[string]string
 	// Clock is the provider's clock, given to the vCenter clients, the
 	// inventory and the tag caches too (nil: VCenter.Clock if set, else
 	// the real clock).
