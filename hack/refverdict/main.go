@@ -6,6 +6,7 @@
 //
 //	cd hack/refverdict && go run . ../../pkg/config/testdata/migration
 //	cd hack/refverdict && go run . -complete ../../pkg/config/testdata/nsxt
+//	cd hack/refverdict && go run . -env ../../pkg/config/testdata/env/CASES.yaml
 //
 // With -complete, each file is read with one vCenter appended (withVCenter):
 // the NSX-T readers' own test configs are fragments.
@@ -69,6 +70,10 @@ type vcenter struct {
 
 func main() {
 	args := os.Args[1:]
+	if len(args) == 2 && args[0] == "-env" {
+		envCases(args[1])
+		return
+	}
 	complete := len(args) == 2 && args[0] == "-complete"
 	if complete {
 		args = args[1:]

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"reflect"
 	"sort"
 	"strings"
@@ -59,7 +61,13 @@ var vcenterEnvSuffixes = map[string]string{
 	"THUMBPRINT":       "thumbprint",
 	"SECRET_NAME":      "secretName",
 	"SECRET_NAMESPACE": "secretNamespace",
+	"IP_FAMILY":        "ipFamily",
 }
+
+// referenceIgnored are the VCENTER_<id>_ suffixes the reference reads
+// only when they are absent (an inverted error check in its FromEnv), so
+// that a value set never took effect there.
+var referenceIgnored = map[string]bool{"INSECURE": true, "ROUNDTRIP": true, "IP_FAMILY": true}
 
 // applyEnv applies environment overrides (KEY=VALUE strings as os.Environ
 // returns them) to raw. Problems are recorded in d, naming the variable.
@@ -112,8 +120,14 @@ func applyEnv(d *decoder, raw *rawConfig, environ []string, warn func(Diagnostic
 		declared[id] = true
 		server := env[name]
 		vcName := server
+		serverVar := name
+		if s := env["VCENTER_"+id+"_SERVER"]; s != "" {
+			// The reference: with a server, the declared value is the
+			// vCenter's name (its tenant reference).
+			server, serverVar = s, "VCENTER_"+id+"_SERVER"
+		}
 		for n, vc := range raw.VCenter {
-			if n == server || (vc != nil && deref(vc.Server) == server) {
+			if n == vcName || (vc != nil && deref(vc.Server) == server && serverVar == name) {
 				vcName = n
 			}
 		}
@@ -125,10 +139,13 @@ func applyEnv(d *decoder, raw *rawConfig, environ []string, warn func(Diagnostic
 		}
 		target := reflect.ValueOf(raw.VCenter[vcName]).Elem()
 		path := vcenterPath(vcName)
-		set(path, target, name, "server")
+		set(path, target, serverVar, "server")
 		for suffix, key := range vcenterEnvSuffixes {
 			if v := "VCENTER_" + id + "_" + suffix; env[v] != "" {
 				set(path, target, v, key)
+				if referenceIgnored[suffix] {
+					warn(Diagnostic{Pos: Position{Env: v}, Field: path + "." + key, Message: "read here; the reference CCM ignored this variable (a slip in its code kept insecureFlag false, 3 round trips and ipv4): check the value before switching"})
+				}
 			}
 		}
 	}
@@ -137,7 +154,7 @@ func applyEnv(d *decoder, raw *rawConfig, environ []string, warn func(Diagnostic
 		if !ok {
 			continue
 		}
-		for suffix := range vcenterEnvSuffixes {
+		for _, suffix := range append(slices.Collect(maps.Keys(vcenterEnvSuffixes)), "SERVER") {
 			if id, ok := strings.CutSuffix(rest, "_"+suffix); ok && !declared[id] {
 				warn(Diagnostic{Pos: Position{Env: name}, Message: fmt.Sprintf("ignored: no VSPHERE_VCENTER_%s declares the vCenter it belongs to", id)})
 			}

@@ -165,7 +165,14 @@ func sameMeaning(cfg *Config, want *corpusConfig, warnings string) []string {
 		out = append(out, fmt.Sprintf("%s: got %v, the reference reads %v", what, got, want))
 	}
 	if len(cfg.VCenters) != len(want.VCenters) {
-		diff("vCenters", cfg.VCenters, want.VCenters)
+		var got, names []string
+		for _, vc := range cfg.VCenters {
+			got = append(got, vc.Name+"="+vc.Address())
+		}
+		for _, vc := range want.VCenters {
+			names = append(names, vc.Name+"="+vc.Server+":"+vc.Port)
+		}
+		diff("vCenters", got, names)
 		return out
 	}
 	for _, w := range want.VCenters {
