@@ -129,7 +129,7 @@ func TestNodeLabels(t *testing.T) {
 	must.OK(t, os.WriteFile(path, []byte("vcenter:\n  a:\n    server: vc-a.example.com\n    user: u\n    password: p\n"), 0o600))
 	for args, want := range map[string]string{
 		"--node-labels=node.foo.bar=vsphere,foo.bar/mapi=": "",
-		"--node-labels=-bad=x":                              `invalid key "-bad"`,
+		"--node-labels=-bad=x":                             `invalid key "-bad"`,
 	} {
 		var stderr bytes.Buffer
 		cmd, closeFn, err := newCCMCommand(nil, &stderr, make(chan struct{}))

@@ -3,8 +3,8 @@ package config
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 )
