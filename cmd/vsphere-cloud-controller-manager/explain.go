@@ -203,6 +203,10 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 		}
 	}
 	fmt.Fprintf(w, "\nNode deletion: %s\n", ex.Deletion)
+	fmt.Fprintln(w, "Datacenters read:")
+	for _, s := range ex.Scope {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
 	section("Conflicts", ex.Conflicts)
 	section("Untagged placements", ex.Untagged)
 	section("Unreachable vCenters", ex.Unreachable)

@@ -135,6 +135,12 @@ func (ix *Index) scope(ctx context.Context, c *vim25.Client) (roots, extra []typ
 		return []types.ManagedObjectReference{root}, []types.ManagedObjectReference{root}, nil
 	}
 	f := find.NewFinder(c, false)
+	var names []string
+	defer func() {
+		if err == nil {
+			ix.scopeNames.Store(&names)
+		}
+	}()
 	for _, name := range vc.Datacenters {
 		dc, err := f.Datacenter(ctx, name)
 		if err != nil {
@@ -145,6 +151,7 @@ func (ix *Index) scope(ctx context.Context, c *vim25.Client) (roots, extra []typ
 			return nil, nil, fmt.Errorf("find datacenter %q: %w", name, err)
 		}
 		roots = append(roots, dc.Reference())
+		names = append(names, dc.Name()) // by ID or path, its name
 		r := dc.Reference()
 		for r.Value != "" && r != c.ServiceContent.RootFolder {
 			extra = append(extra, r)

@@ -3,8 +3,10 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
@@ -52,6 +54,26 @@ type Index struct {
 	store    *store
 	status   *syncStatus
 	interest *interest
+
+	// scopeNames are the names of the configured datacenters as vCenter
+	// resolved them (a datacenter may be configured by name, inventory path
+	// or managed object ID: datacenter-21); nil until the first scope.
+	scopeNames atomic.Pointer[[]string]
+}
+
+// DatacenterNames are the names of the datacenters in scope: the
+// configured ones as vCenter resolved them at the last sync start, or,
+// before any, the last element of each configured path (a managed object
+// ID stays as it is until resolved). Empty: every datacenter.
+func (ix *Index) DatacenterNames() []string {
+	if n := ix.scopeNames.Load(); n != nil {
+		return *n
+	}
+	var out []string
+	for _, d := range ix.client.Config().Datacenters {
+		out = append(out, path.Base(d))
+	}
+	return out
 }
 
 // NewIndex returns an empty index for one vCenter; Run fills it. With

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 
@@ -104,9 +103,7 @@ func (ix *Index) fetch(ctx context.Context, r types.ManagedObjectReference) (VM,
 		}
 	}
 	vm.Datacenter = dc
-	if dcs := ix.client.Config().Datacenters; len(dcs) > 0 && !slices.ContainsFunc(dcs, func(name string) bool {
-		return path.Base(name) == dc // a datacenter may be configured by inventory path
-	}) {
+	if dcs := ix.DatacenterNames(); len(dcs) > 0 && !slices.Contains(dcs, dc) {
 		return VM{}, false, nil
 	}
 	return vm, true, nil

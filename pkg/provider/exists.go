@@ -178,7 +178,8 @@ func (p *Provider) InScope(node *v1.Node) error {
 		}
 		named = true
 		if !hasDC || len(vc.Datacenters) == 0 || // every datacenter of the vCenter is in scope
-			slices.ContainsFunc(vc.Datacenters, func(d string) bool { return labelNames(dc, d) || labelNames(dc, path.Base(d)) }) {
+			slices.ContainsFunc(vc.Datacenters, func(d string) bool { return labelNames(dc, d) || labelNames(dc, path.Base(d)) }) ||
+			slices.ContainsFunc(p.datacenterNames(vc.Name), func(d string) bool { return labelNames(dc, d) }) { // configured by ID
 			return nil
 		}
 	}
@@ -219,4 +220,16 @@ func (p *Provider) countVerdict(v string) {
 	if p.opts.Metrics != nil {
 		p.opts.Metrics.verdicts.WithLabelValues(v).Inc()
 	}
+}
+
+// datacenterNames are the names of vcenter's datacenters in scope as its
+// inventory resolved them (none before the provider starts).
+func (p *Provider) datacenterNames(vcenter string) []string {
+	if p.inv == nil {
+		return nil
+	}
+	if ix := p.inv.Index(vcenter); ix != nil {
+		return ix.DatacenterNames()
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -61,7 +62,11 @@ type ExplainOptions struct {
 type Explanation struct {
 	// Deletion says when a Node is deleted because its VM is gone: the
 	// policy in force and what set it.
-	Deletion   string      `json:"deletion"`
+	Deletion string `json:"deletion"`
+	// Scope says, per vCenter, which datacenters are read: every one, or
+	// the configured ones with the names vCenter resolved them to (a
+	// datacenter may be configured by managed object ID or path).
+	Scope      []string    `json:"scope"`
 	Placements []Placement `json:"placements"`
 	// Conflicts are objects with several tags of one category, or tag names
 	// that are not valid label values.
@@ -115,6 +120,7 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 		return ex
 	}
 	for _, c := range p.pool.Clients() {
+		ex.Scope = append(ex.Scope, p.scope(c.Name()))
 		if h := c.Health(); h.State != vcenter.Connected {
 			ex.Unreachable = append(ex.Unreachable, fmt.Sprintf("%s: %s since %s: %v", c.Name(), h.State, h.Since.UTC().Format("2006-01-02T15:04:05Z"), h.LastError))
 		} else if ok, _, err := p.inv.Index(c.Name()).Status(); !ok {
@@ -251,4 +257,23 @@ func flatten(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// scope describes the datacenters of vcenter that are read: "vc-a: every
+// datacenter", or "vc-a: dc-1, datacenter-21 (dc-2)" with the name vCenter
+// resolved for each configured ID or path that differs from it.
+func (p *Provider) scope(name string) string {
+	vc, _ := p.cfg.VCenter(name)
+	if len(vc.Datacenters) == 0 {
+		return name + ": every datacenter"
+	}
+	resolved := p.datacenterNames(name)
+	var parts []string
+	for i, d := range vc.Datacenters {
+		if i < len(resolved) && resolved[i] != d {
+			d += " (" + resolved[i] + ")"
+		}
+		parts = append(parts, d)
+	}
+	return name + ": " + strings.Join(parts, ", ")
 }
