@@ -47,6 +47,11 @@ func TestHelmChart(t *testing.T) {
 		t.Fatalf("the chart rendered %d objects", len(objs))
 	}
 	h.dryRunApply(t, objs)
+	// With a values file written for the reference's chart on top: its pod
+	// settings are valid for the API server too.
+	ref := h.helmManifests("kube-system", "-f", filepath.Join(h.root, "deploy", "testdata", "reference-chart-values.yaml"),
+		"-f", filepath.Join(h.root, "deploy", "testdata", "reference-chart-overrides.yaml"))
+	h.dryRunApply(t, ref)
 }
 
 // TestTopologyExplain: the subcommand reads the Secret through a
