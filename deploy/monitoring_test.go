@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configwatch"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
@@ -69,7 +70,7 @@ func ccmMetrics(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	reg := metrics.NewKubeRegistry() // registration creates the lazy metrics
 	// Every metric the command registers (cmd/.../ccm.go).
-	for _, c := range slices.Concat(provider.NewMetrics().Collectors(), nodetopology.NewMetrics().Collectors(), nodeevents.New(nil).Collectors()) {
+	for _, c := range slices.Concat(provider.NewMetrics().Collectors(), nodetopology.NewMetrics().Collectors(), nodeevents.New(nil).Collectors(), configwatch.NewMetrics().Collectors()) {
 		reg.MustRegister(c)
 		ch := make(chan *prometheus.Desc, 10)
 		c.(interface{ Describe(chan<- *prometheus.Desc) }).Describe(ch)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudconfig "k8s.io/cloud-provider/app/config"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configwatch"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/servingcsr"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
@@ -119,8 +121,11 @@ func newServingCluster(kube kubernetes.Interface, nodes coreinformers.NodeInform
 // newCCMCommand is k8s.io/cloud-provider's controller manager command (its
 // flags, leader election, health and metrics endpoints) with the vSphere
 // provider built explicitly from --cloud-config before anything starts.
-// The returned function closes the provider (logs out of the vCenters).
-func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}) (*cobra.Command, func(), error) {
+// It runs until stop is closed; restart, called when the cloud-config
+// changes to a valid one, must close it. The returned function stops
+// following the cloud-config, closes the provider (logs out of the
+// vCenters) and then releases the leader lease if this process holds it.
+func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}, restart func()) (*cobra.Command, func(), error) {
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		return nil, nil, err
@@ -141,6 +146,11 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}) (*cobra
 	ctrls[nodetopology.Name] = nodeTopologyController(events, topologyMetrics)
 	csrMetrics := servingcsr.NewMetrics()
 	ctrls[servingcsr.Name] = servingCSRController(events, csrMetrics)
+	lead := &leadership{}
+	lead.wrap(ctrls)
+	reloadMetrics := configwatch.NewMetrics()
+	var reload *configReload
+	var kube kubernetes.Interface
 	var prov *provider.Provider
 	var nodeLabels map[string]string
 	extra := cliflag.NamedFlagSets{}
@@ -204,7 +214,7 @@ Operator commands:
 			fmt.Fprintf(stderr, "%s is set: no Node is deleted because its VM is gone (the reference CCM's switch; any value counts, even false)\n", config.SkipNodeDeletionEnv)
 		}
 		m := provider.NewMetrics()
-		for _, c := range slices.Concat(m.Collectors(), topologyMetrics.Collectors(), csrMetrics.Collectors(), events.Collectors()) {
+		for _, c := range slices.Concat(m.Collectors(), topologyMetrics.Collectors(), csrMetrics.Collectors(), events.Collectors(), reloadMetrics.Collectors()) {
 			if err := legacyregistry.Register(c); err != nil {
 				return fmt.Errorf("register metrics: %w", err)
 			}
@@ -214,11 +224,27 @@ Operator commands:
 			return err
 		}
 		prov = p
+		// The CCM's own client, for the config events and the lease, as
+		// the framework builds its own (--master, --kubeconfig, else
+		// in-cluster).
+		if rc, err := clientcmd.BuildConfigFromFlags(opts.Master, opts.Generic.ClientConnection.Kubeconfig); err == nil {
+			kube, _ = kubernetes.NewForConfig(rc)
+		}
+		reload = newConfigReload(cp.CloudConfigFile, cfg, env, reloadMetrics, restart)
+		reload.start(kube, env)
 		return nil
 	}
 	closeFn := func() {
+		if reload != nil {
+			reload.close()
+		}
 		if prov != nil {
 			prov.Close()
+		}
+		if le := opts.Generic.LeaderElection; le.LeaderElect {
+			if err := lead.release(context.Background(), kube, le.ResourceNamespace, le.ResourceName); err != nil {
+				fmt.Fprintln(stderr, "warning: the leader lease was not released (a standby takes over when it expires):", err)
+			}
 		}
 	}
 	return cmd, closeFn, nil

@@ -22,7 +22,7 @@ func TestControllersWithoutNodeTopology(t *testing.T) {
 		path := filepath.Join(dir, "c.yaml")
 		must.OK(t, os.WriteFile(path, []byte(base+cfg), 0o600))
 		var stderr bytes.Buffer
-		cmd, closeFn, err := newCCMCommand(nil, &stderr, make(chan struct{}))
+		cmd, closeFn, err := newCCMCommand(nil, &stderr, make(chan struct{}), func() {})
 		must.OK(t, err)
 		defer closeFn()
 		must.OK(t, cmd.ParseFlags([]string{"--cloud-config=" + path, "--controllers=" + controllers}))
@@ -77,7 +77,7 @@ func TestControllersWithoutServingCSR(t *testing.T) {
 	path := filepath.Join(dir, "c.yaml")
 	must.OK(t, os.WriteFile(path, []byte("vcenter:\n  a:\n    server: vc-a.example.com\n    user: u\n    password: p\nnodes:\n  servingCertificates:\n    approve: true\n"), 0o600))
 	var stderr bytes.Buffer
-	cmd, closeFn, err := newCCMCommand(nil, &stderr, make(chan struct{}))
+	cmd, closeFn, err := newCCMCommand(nil, &stderr, make(chan struct{}), func() {})
 	must.OK(t, err)
 	defer closeFn()
 	must.OK(t, cmd.ParseFlags([]string{"--cloud-config=" + path, "--controllers=cloud-node-controller"}))
@@ -129,14 +129,14 @@ func TestNodeLabels(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c.yaml")
 	must.OK(t, os.WriteFile(path, []byte("vcenter:\n  a:\n    server: vc-a.example.com\n    user: u\n    password: p\n"), 0o600))
-	cmd, closeFn, err := newCCMCommand(nil, &bytes.Buffer{}, make(chan struct{}))
+	cmd, closeFn, err := newCCMCommand(nil, &bytes.Buffer{}, make(chan struct{}), func() {})
 	must.OK(t, err)
 	defer closeFn()
 	must.OK(t, cmd.ParseFlags([]string{"--cloud-config=" + path, "--node-labels=node.foo.bar=vsphere,foo.bar/mapi="}))
 	if got := cmd.Flags().Lookup("node-labels").Value.String(); got != "[foo.bar/mapi=,node.foo.bar=vsphere]" {
 		t.Errorf("--node-labels parsed as %s", got)
 	}
-	bad, closeBad, err := newCCMCommand(nil, &bytes.Buffer{}, make(chan struct{}))
+	bad, closeBad, err := newCCMCommand(nil, &bytes.Buffer{}, make(chan struct{}), func() {})
 	must.OK(t, err)
 	defer closeBad()
 	must.OK(t, bad.ParseFlags([]string{"--cloud-config=" + path, "--node-labels=-bad=x"}))

@@ -41,7 +41,11 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int 
 }
 
 func runCCM(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
-	cmd, closeProvider, err := newCCMCommand(env, stderr, ctx.Done())
+	// A valid change of the cloud-config ends the controller manager like
+	// a signal; the process then exits 0 and its container restarts.
+	ctx, restart := context.WithCancel(ctx)
+	defer restart()
+	cmd, closeProvider, err := newCCMCommand(env, stderr, ctx.Done(), restart)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1

@@ -176,6 +176,18 @@ func (p *Process) LogPath() string { return p.log.Name() }
 // Serving is the base URL of its secure serving (health, metrics).
 func (p *Process) Serving() string { return p.serving }
 
+// Done is closed when the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.exited }
+
+// ExitCode is the process's exit status once it has ended (-1 when killed
+// by a signal, or still running).
+func (p *Process) ExitCode() int {
+	if !p.Exited() {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // Exited reports whether the process has ended (stopped or killed).
 func (p *Process) Exited() bool {
 	select {

@@ -170,7 +170,13 @@ func (s *soak) writeConfig(without string) error {
 		}
 	}
 	s.removed = without
-	return os.WriteFile(s.configPath(), []byte(strings.Join(out, "\n")), 0o600)
+	// Replaced as the kubelet replaces a ConfigMap volume: running replicas
+	// follow the file and must never read it half written.
+	tmp := s.configPath() + ".new"
+	if err := os.WriteFile(tmp, []byte(strings.Join(out, "\n")), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.configPath())
 }
 
 // startCCM starts the replica of a slot.
