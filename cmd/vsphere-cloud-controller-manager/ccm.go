@@ -60,7 +60,7 @@ func nodeTopologyController(ev *nodeevents.Recorder, m *nodetopology.Metrics) ap
 					vcenters = append(vcenters, vc.Name)
 				}
 				c, err := nodetopology.New(cc.ClientBuilder.ClientOrDie(ic.ClientName), cc.SharedInformers.Core().V1().Nodes(), p,
-					nodetopology.Options{OutOfService: cfg.Nodes.OutOfService, Events: ev, Metrics: m, VCenters: vcenters})
+					nodetopology.Options{OutOfService: cfg.Nodes.OutOfService, Events: ev, Metrics: m, VCenters: vcenters, AdoptUntainted: cfg.Nodes.AdoptUntainted})
 				if err != nil {
 					return nil, false, err
 				}
@@ -301,6 +301,8 @@ func needsNodeTopology(cfg *config.Config) error {
 		return fmt.Errorf("nodes.outOfService.enabled is true, but the %s controller that adds the taint is not enabled", nodetopology.Name)
 	case len(cfg.Labels.Placement) > 0:
 		return fmt.Errorf("labels.placement is set, but the %s controller that keeps the placement labels current is not enabled", nodetopology.Name)
+	case cfg.Nodes.AdoptUntainted:
+		return fmt.Errorf("nodes.adoptUntainted is true, but the %s controller that taints those Nodes for initialization is not enabled", nodetopology.Name)
 	case cfg.Labels.OnDrift != "" && cfg.Labels.OnDrift != config.DriftKeep:
 		return fmt.Errorf("labels.onDrift is %s, but the %s controller that acts on drift is not enabled", cfg.Labels.OnDrift, nodetopology.Name)
 	}

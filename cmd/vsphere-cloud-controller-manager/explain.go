@@ -214,6 +214,7 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 	section("Misplaced VMs (stretched clusters)", ex.Misplaced)
 	section("Drifted Nodes", ex.Drifted)
 	section("Deletions held (Nodes name a vCenter or datacenter not configured)", ex.DeletionsHeld)
+	section("Nodes no CCM initializes (joined without the uninitialized taint)", ex.Uninitialized)
 	if withCSI {
 		section("Differences with vSphere CSI", ex.CSIDifferences)
 	}

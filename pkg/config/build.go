@@ -543,6 +543,7 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 		InternalVMNetworkName:  deref(raw.InternalVMNetworkName),
 		ExternalVMNetworkName:  deref(raw.ExternalVMNetworkName),
 		Deletion:               DeletionPolicy(deref(raw.Deletion)),
+		AdoptUntainted:         deref(raw.AdoptUntainted),
 	}
 	if raw.Deletion == nil {
 		n.Deletion = DeletionOnProof

@@ -60,6 +60,7 @@ type yamlNodes struct {
 	Deletion                         DeletionPolicy       `json:"deletion"`
 	OutOfService                     *yamlOutOfService    `json:"outOfService,omitempty"`
 	ServingCertificates              *ServingCertificates `json:"servingCertificates,omitempty"`
+	AdoptUntainted                   bool                 `json:"adoptUntainted,omitempty"`
 }
 
 type yamlOutOfService struct {
@@ -128,6 +129,7 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			ExternalVMNetworkName:            cfg.Nodes.ExternalVMNetworkName,
 			LookupOrder:                      cfg.Nodes.LookupOrder,
 			Deletion:                         cfg.Nodes.Deletion,
+			AdoptUntainted:                   cfg.Nodes.AdoptUntainted,
 		},
 	}
 	if o := cfg.Nodes.OutOfService; o != (OutOfService{NotReadyFor: DefaultOutOfServiceNotReadyFor, PoweredOffFor: DefaultOutOfServicePoweredOffFor}) {

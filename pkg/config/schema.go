@@ -135,6 +135,8 @@ type rawNodes struct {
 	OutOfService *rawOutOfService `yaml:"outOfService" ini:"-"`
 	// Extension: kubelet serving certificate requests checked against vCenter.
 	ServingCertificates *rawServingCertificates `yaml:"servingCertificates" ini:"-"`
+	// Extension: Nodes that joined without the uninitialized taint.
+	AdoptUntainted *bool `yaml:"adoptUntainted" ini:"-"`
 }
 
 type rawServingCertificates struct {

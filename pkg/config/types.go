@@ -344,6 +344,11 @@ type Nodes struct {
 	SkipNodeDeletion bool `json:"-"`
 	// OutOfService is the opt-in out-of-service taint policy.
 	OutOfService OutOfService `json:"outOfService"`
+	// AdoptUntainted (nodes.adoptUntainted, opt-in): a Node that joined
+	// without the node.cloudprovider.kubernetes.io/uninitialized taint and
+	// has no providerID is given the taint once its VM is found, so that
+	// the node controller initializes it like any new Node.
+	AdoptUntainted bool `json:"adoptUntainted,omitempty"`
 	// ServingCertificates is the opt-in approval of kubelet serving
 	// certificate requests.
 	ServingCertificates ServingCertificates `json:"servingCertificates"`

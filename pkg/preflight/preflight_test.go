@@ -100,9 +100,13 @@ func TestCompare(t *testing.T) {
 			}),
 			fields: []string{"label example.com/rack", "label vsphere.vsphere-ccm.io/host", "label vsphere.vsphere-ccm.io/vcenter"},
 			labels: map[string]Impact{"label example.com/rack": Note, "label vsphere.vsphere-ccm.io/host": Changes, "label vsphere.vsphere-ccm.io/vcenter": Note}},
-		{name: "not initialized yet", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, md: metadata(func(m *cloudprovider.InstanceMetadata) {
-			m.AdditionalLabels = map[string]string{"vsphere.vsphere-ccm.io/host": "esx-1"}
-		})},
+		{name: "not initialized yet", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"},
+			Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}}},
+			md: metadata(func(m *cloudprovider.InstanceMetadata) {
+				m.AdditionalLabels = map[string]string{"vsphere.vsphere-ccm.io/host": "esx-1"}
+			})},
+		{name: "joined without the taint: no CCM initializes it", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare"}}, md: metadata(nil),
+			fields: []string{"initialization"}, labels: map[string]Impact{"initialization": Note}},
 		{name: "no VM", node: referenceNode(nil), err: errors.New("not found"), fields: []string{"vm"}, blocks: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

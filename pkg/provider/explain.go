@@ -92,11 +92,15 @@ type Explanation struct {
 	// that the config does not have: while any Node is, no Node is deleted
 	// for a missing VM (its VM may have moved there).
 	DeletionsHeld []string `json:"deletionsHeld,omitempty"`
+	// Uninitialized are Nodes that joined without the uninitialized taint
+	// and have no providerID: no CCM initializes them (JoinedWithoutTaint).
+	Uninitialized []string `json:"uninitialized,omitempty"`
 }
 
 // Problems counts what an operator should fix.
 func (ex Explanation) Problems() int {
-	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Unprovable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences) + len(ex.DeletionsHeld)
+	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Unprovable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences) + len(ex.DeletionsHeld) +
+		len(ex.Uninitialized)
 }
 
 // DeletionPolicy says, for people, when a Node is deleted because its VM
@@ -201,7 +205,21 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 		note(&ex.Drifted, d.String())
 	}
 	ex.DeletionsHeld = p.deletionsHeld(opts.Nodes)
+	for i := range opts.Nodes {
+		if n := &opts.Nodes[i]; JoinedWithoutTaint(n) {
+			ex.Uninitialized = append(ex.Uninitialized, UninitializedWhy(n.Name, p.cfg.Nodes.AdoptUntainted))
+		}
+	}
 	return ex
+}
+
+// UninitializedWhy says why a Node that joined without the uninitialized
+// taint has no providerID, zone or addresses, and what to do.
+func UninitializedWhy(node string, adopt bool) string {
+	if adopt {
+		return node + ": joined without the node.cloudprovider.kubernetes.io/uninitialized taint and has no providerID; nodes.adoptUntainted is on: the node-topology controller taints it once its VM is found, and the node controller then initializes it"
+	}
+	return node + ": joined without the node.cloudprovider.kubernetes.io/uninitialized taint and has no providerID, so no CCM initializes it (kubelet without --cloud-provider=external, or joined before the CCM was installed); start its kubelet with --cloud-provider=external and register it again, or set nodes.adoptUntainted: true"
 }
 
 // deletionsHeld names, for each vCenter (or vCenter/datacenter) that Nodes

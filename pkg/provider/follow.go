@@ -74,6 +74,15 @@ func (p *Provider) Recovered() <-chan struct{} { return p.recovered.C() }
 // initialize the Node.
 func HasUninitializedTaint(n *v1.Node) bool { return hasUninitializedTaint(n) }
 
+// JoinedWithoutTaint is a Node that no cloud provider initialized and
+// none will: no providerID, and no node.cloudprovider.kubernetes.io/
+// uninitialized taint (its kubelet ran without --cloud-provider=external,
+// or it joined before a CCM was installed). The framework's node
+// controller initializes only tainted Nodes.
+func JoinedWithoutTaint(n *v1.Node) bool {
+	return n.Spec.ProviderID == "" && !hasUninitializedTaint(n)
+}
+
 func hasUninitializedTaint(n *v1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == cloudproviderapi.TaintExternalCloudProvider {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -59,6 +60,9 @@ type Source interface {
 	// are configured (a *provider.NotConfiguredError when not): while any
 	// Node's are not, no Node is deleted for a missing VM.
 	InScope(node *v1.Node) error
+	// Preview is what the framework's node controller would set on node
+	// (its VM found), without effects.
+	Preview(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error)
 }
 
 // The provider is the Source the controller manager gives it.
@@ -91,6 +95,9 @@ type Options struct {
 	Metrics *Metrics
 	// VCenters are the configured vCenters, whose gauges start at 0.
 	VCenters []string
+	// AdoptUntainted taints the Nodes that joined without the
+	// uninitialized taint once their VM is found (nodes.adoptUntainted).
+	AdoptUntainted bool
 }
 
 // Controller observes Nodes when they or their VMs change.
@@ -109,6 +116,8 @@ type Controller struct {
 	// Used by the retry loop only.
 	refused  *flowcontrol.Backoff
 	reported map[string]bool
+	// untainted are the Nodes that joined without the taint (untainted.go).
+	untainted untainted
 }
 
 // The back-off of a retry annotation the API server refused (forbidden,
@@ -326,6 +335,10 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 		// it cannot); observed once it is, with its labels to compare.
 		return nil
 	}
+	if provider.JoinedWithoutTaint(node) {
+		return c.syncUntainted(ctx, node)
+	}
+	c.opts.Metrics.setUntainted(c.untainted.set(node.Name, false))
 	obs, err := c.src.Observe(ctx, node)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Node not observed", "node", node.Name, "err", err)

@@ -15,6 +15,8 @@ type Metrics struct {
 	oosUnproven   *metrics.Counter
 	deletionsHeld *metrics.GaugeVec
 	refused       *metrics.CounterVec
+	untainted     *metrics.Gauge
+	adoptions     *metrics.Counter
 }
 
 const namespace = "vsphere_ccm"
@@ -44,6 +46,25 @@ func NewMetrics() *Metrics {
 			Help: "Retry annotations of Nodes waiting for initialization that the API server refused for a reason that will not pass by itself, by reason (Forbidden, Invalid): " +
 				"counted once per Node and refusal, then backed off (1s to 5m).",
 			StabilityLevel: metrics.ALPHA}, []string{"reason"}),
+		untainted: metrics.NewGauge(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_joined_without_taint",
+			Help: "Nodes without a providerID that joined without the node.cloudprovider.kubernetes.io/uninitialized taint: no CCM initializes them " +
+				"(kubelet without --cloud-provider=external, or joined before the CCM); nodes.adoptUntainted taints them once their VM is found.",
+			StabilityLevel: metrics.ALPHA}),
+		adoptions: metrics.NewCounter(&metrics.CounterOpts{Namespace: namespace, Name: "nodes_adopted_total",
+			Help:           "Nodes that joined without the uninitialized taint, tainted once their VM was found (nodes.adoptUntainted) so that the node controller initializes them.",
+			StabilityLevel: metrics.ALPHA}),
+	}
+}
+
+func (m *Metrics) setUntainted(n int) {
+	if m != nil {
+		m.untainted.Set(float64(n))
+	}
+}
+
+func (m *Metrics) adopted() {
+	if m != nil {
+		m.adoptions.Inc()
 	}
 }
 
@@ -55,7 +76,7 @@ func (m *Metrics) retryRefused(reason string) {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.drifted, m.oosTaints, m.oosNodes, m.oosUnproven, m.deletionsHeld, m.refused}
+	return []metrics.Registerable{m.drifted, m.oosTaints, m.oosNodes, m.oosUnproven, m.deletionsHeld, m.refused, m.untainted, m.adoptions}
 }
 
 // initialize creates, at 0, the series alert rules read: per configured

@@ -27,6 +27,8 @@ import (
 	vimtypes "github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	cloudprovider "k8s.io/cloud-provider"
+
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
@@ -128,6 +130,18 @@ func (f *fakeSource) ConfirmPoweredOff(_ context.Context, n *v1.Node, _ inventor
 	return nil
 }
 
+func (f *fakeSource) Preview(_ context.Context, n *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.err[n.Name]; err != nil {
+		return nil, err
+	}
+	if _, ok := f.obs[n.Name]; !ok {
+		return nil, fmt.Errorf("node %s: %w", n.Name, inventory.ErrNotFound)
+	}
+	return &cloudprovider.InstanceMetadata{ProviderID: "vsphere://" + n.Name}, nil
+}
+
 func (f *fakeSource) InScope(n *v1.Node) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -227,16 +241,24 @@ func controllerOptions(t *testing.T, o nodetopology.Options) (nodetopology.Optio
 // ticks only when the fake clock is stepped.
 func start(t *testing.T, src *fakeSource, relabel func(context.Context, kubernetes.Interface, []provider.Drift) error, nodes ...string) env {
 	t.Helper()
+	return startWith(t, src, nodetopology.Options{Relabel: relabel}, nodes...)
+}
+
+// startWith is start with options (Resync, Clock set by it).
+func startWith(t *testing.T, src *fakeSource, o nodetopology.Options, nodes ...string) env {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	kube := fake.NewClientset()
 	for _, n := range nodes {
-		if _, err := kube.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+		// Initialized Nodes, as the framework leaves them.
+		if _, err := kube.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + n}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	opts, rec, reg := controllerOptions(t, nodetopology.Options{Resync: time.Minute, Clock: clk, Relabel: relabel})
+	o.Resync, o.Clock = time.Minute, clk
+	opts, rec, reg := controllerOptions(t, o)
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	c, err := nodetopology.New(kube, factory.Core().V1().Nodes(), src, opts)
 	if err != nil {
@@ -354,7 +376,7 @@ func TestRetryWaiting(t *testing.T) {
 	for _, n := range []*v1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "waits"}, Spec: v1.NodeSpec{Taints: taint}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "not-due"}, Spec: v1.NodeSpec{Taints: taint}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "done"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "done"}, Spec: v1.NodeSpec{ProviderID: "vsphere://done"}},
 	} {
 		if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
