@@ -101,7 +101,8 @@ func TestChartReferenceValues(t *testing.T) {
 	}
 	spec := pod.Spec
 	c := spec.Containers[0]
-	if c.Image != "registry.example.com/mirror/cloud-provider-vsphere:v9.9.9" || c.ImagePullPolicy != corev1.PullAlways {
+	// daemonset.image and tag name the reference's image: never this CCM's.
+	if !strings.HasPrefix(c.Image, "ghcr.io/vsphere-ccm/vsphere-cloud-controller-manager:") || c.ImagePullPolicy != corev1.PullAlways {
 		t.Errorf("image %s, pull policy %s", c.Image, c.ImagePullPolicy)
 	}
 	for _, want := range []string{"--v=4", "--cloud-config=/etc/cloud/vsphere.conf", "--node-labels=node.example.com/platform=vsphere", "--concurrent-node-syncs=4"} {
@@ -151,10 +152,21 @@ func TestChartReferenceValues(t *testing.T) {
 		switch o := obj.(type) {
 		case *corev1.ConfigMap:
 			t.Errorf("rendered ConfigMap %s; the reference's config.enabled: false means the operator's own", o.Name)
+		case *corev1.Secret:
+			t.Errorf("rendered Secret %s; the operator's own cloud-config names its Secret", o.Name)
 		case *appsv1.Deployment:
 			v := o.Spec.Template.Spec.Volumes[0]
 			if v.ConfigMap == nil || v.ConfigMap.Name != "cloud-config" {
 				t.Errorf("cloud-config volume %+v, want the ConfigMap cloud-config", v)
+			}
+			if c := o.Spec.Template.Spec.Containers[0]; strings.Contains(c.Image, "cloud-provider-vsphere") {
+				t.Errorf("the reference's own values deploy the reference's image %s", c.Image)
+			}
+		case *rbacv1.Role:
+			for _, r := range o.Rules {
+				if slices.Contains(r.Resources, "secrets") && !slices.Equal(r.ResourceNames, []string{"vsphere-credentials", "vsphere-cloud-secret"}) {
+					t.Errorf("Secrets readable: %v; want this chart's and the reference's default names", r.ResourceNames)
+				}
 			}
 		}
 	}

@@ -37,9 +37,26 @@ import (
 )
 
 // controllers are the framework's controllers this provider serves: node
-// initialization and node lifecycle. Service load balancers and routes are
-// not implemented by vSphere. Ours, node-topology, is added beside them.
+// initialization and node lifecycle. Ours, node-topology and serving-csr,
+// are added beside them. The framework's service and route controllers
+// are not run (the reference ran them only with its NSX-T sections, which
+// this CCM reads and reports: docs/migration.md); their names stay known
+// (notRun) so that a --controllers list of the reference, such as
+// *,-route, still starts.
 var controllers = []string{names.CloudNodeController, names.CloudNodeLifecycleController}
+
+// notRun registers a framework controller this CCM does not run: named in
+// --controllers, it starts nothing.
+func notRun(name string) app.ControllerInitFuncConstructor {
+	return app.ControllerInitFuncConstructor{
+		Constructor: func(app.ControllerInitContext, *cloudconfig.CompletedConfig, cloudprovider.Interface) app.InitFunc {
+			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				klog.FromContext(ctx).V(2).Info("Not run by this CCM (the reference ran it only with its NSX-T sections; see docs/migration.md)", "controller", name)
+				return nil, false, nil
+			}
+		},
+	}
+}
 
 // nodeTopologyController registers the node-topology controller with the
 // controller manager like the framework's own: its name in --controllers,
@@ -138,6 +155,9 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}, restart
 	for _, n := range controllers {
 		ctrls[n] = app.DefaultInitFuncConstructors[n]
 	}
+	for _, n := range []string{names.ServiceLBController, names.NodeRouteController} {
+		ctrls[n] = notRun(n)
+	}
 	// One event recorder for the provider and the controller: an event is
 	// de-duplicated whoever sends it. Its sink starts with the framework's
 	// client (provider.Initialize).
@@ -193,21 +213,18 @@ Operator commands:
 		if !ok {
 			return exitError{1}
 		}
-		if !genericcontrollermanager.IsControllerEnabled(nodetopology.Name, app.ControllersDisabledByDefault, opts.Generic.Controllers) {
-			if err := needsNodeTopology(cfg); err != nil {
-				return fmt.Errorf("%w: add %s to --controllers (or use --controllers=*), or remove the field", err, nodetopology.Name)
-			}
-			fmt.Fprintf(stderr, "warning: --controllers=%s leaves out %s: Nodes waiting for a vCenter that returns wait for the framework's per-Node retry (tens of seconds) instead of being initialized within seconds, and placement and drift are not followed after initialization; add it to the list to keep them\n",
-				strings.Join(opts.Generic.Controllers, ","), nodetopology.Name)
+		// What the command line and the config must agree on: checked
+		// here, and for every change of the config while it runs, so that
+		// a change this process would refuse at start is refused, not
+		// restarted into.
+		startChecks := func(cfg *config.Config) ([]string, error) {
+			return checkStart(cfg, opts.Generic.Controllers, nodeLabels)
 		}
-		if err := needsServingCSR(cfg, opts.Generic.Controllers); err != nil {
-			return err
-		}
-		labelWarnings, err := checkNodeLabels(nodeLabels, cfg)
+		warnings, err := startChecks(cfg)
 		if err != nil {
 			return err
 		}
-		for _, w := range labelWarnings {
+		for _, w := range warnings {
 			fmt.Fprintln(stderr, "warning:", w)
 		}
 		if cfg.Nodes.SkipNodeDeletion {
@@ -230,7 +247,13 @@ Operator commands:
 		if rc, err := clientcmd.BuildConfigFromFlags(opts.Master, opts.Generic.ClientConnection.Kubeconfig); err == nil {
 			kube, _ = kubernetes.NewForConfig(rc)
 		}
-		reload = newConfigReload(cp.CloudConfigFile, cfg, env, reloadMetrics, restart)
+		if le := opts.Generic.LeaderElection; le.LeaderElect {
+			lead.use(kube, le.ResourceNamespace, le.ResourceName)
+		}
+		reload = newConfigReload(cp.CloudConfigFile, cfg, env, reloadMetrics, restart, func(cfg *config.Config) error {
+			_, err := startChecks(cfg)
+			return err
+		})
 		reload.start(kube, env)
 		return nil
 	}
@@ -241,10 +264,8 @@ Operator commands:
 		if prov != nil {
 			prov.Close()
 		}
-		if le := opts.Generic.LeaderElection; le.LeaderElect {
-			if err := lead.release(context.Background(), kube, le.ResourceNamespace, le.ResourceName); err != nil {
-				fmt.Fprintln(stderr, "warning: the leader lease was not released (a standby takes over when it expires):", err)
-			}
+		if err := lead.release(context.Background()); err != nil {
+			fmt.Fprintln(stderr, "warning: the leader lease was not released (a standby takes over when it expires):", err)
 		}
 	}
 	return cmd, closeFn, nil
@@ -291,6 +312,31 @@ func capVModule(v string) (string, bool) {
 		out = append(out, pattern+"="+strconv.Itoa(n))
 	}
 	return strings.Join(out, ","), changed
+}
+
+// checkStart checks what the config and the command line must agree on
+// (the controllers it needs, --node-labels), with warnings for what is
+// lost; an error names the field and the flag.
+func checkStart(cfg *config.Config, controllers []string, nodeLabels map[string]string) ([]string, error) {
+	var warnings []string
+	if !genericcontrollermanager.IsControllerEnabled(nodetopology.Name, app.ControllersDisabledByDefault, controllers) {
+		if err := needsNodeTopology(cfg); err != nil {
+			return nil, fmt.Errorf("%w: add %s to --controllers (or use --controllers=*), or remove the field", err, nodetopology.Name)
+		}
+		warnings = append(warnings, fmt.Sprintf("--controllers=%s leaves out %s: Nodes waiting for a vCenter that returns wait for the framework's per-Node retry (tens of seconds) instead of being initialized within seconds, and placement and drift are not followed after initialization; add it to the list to keep them",
+			strings.Join(controllers, ","), nodetopology.Name))
+	}
+	if cfg.Nodes.AdoptUntainted && !genericcontrollermanager.IsControllerEnabled(names.CloudNodeController, app.ControllersDisabledByDefault, controllers) {
+		return nil, fmt.Errorf("nodes.adoptUntainted is true, but the %s that initializes the tainted Nodes is not enabled (they would keep the taint): add it to --controllers, or remove the field", names.CloudNodeController)
+	}
+	if err := needsServingCSR(cfg, controllers); err != nil {
+		return nil, err
+	}
+	labelWarnings, err := checkNodeLabels(nodeLabels, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append(warnings, labelWarnings...), nil
 }
 
 // needsNodeTopology is an error naming the first config field that only

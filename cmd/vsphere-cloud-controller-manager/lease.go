@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,26 +18,38 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// leadership knows whether this process led, and releases the leader
-// lease when it stops, so that a standby (or the restarted process) takes
-// over at once instead of after the lease duration. The framework's leader
-// election neither releases its lease nor tells its identity (the host
-// name and a random suffix); it calls the controllers' init functions only
-// under leadership, and a process that loses leadership exits at once. So
-// a process that is still running and whose controllers were started holds
-// the lease under an identity that begins with its host name.
+// ReleasedPrefix begins the holder a released lease is left with.
+const ReleasedPrefix = "released-by-"
+
+// leadership releases the leader lease when the process stops, so that a
+// standby (or the restarted process) takes over in about a second instead
+// of after the lease duration. The framework's leader election neither
+// releases its lease nor tells its identity (the host name and a random
+// suffix); it starts the controllers only under leadership, and a process
+// that loses leadership exits at once. So the identity is read from the
+// lease when the first controller starts: the holder then is this process.
 type leadership struct {
-	led atomic.Bool
+	mu       sync.Mutex
+	kube     kubernetes.Interface
+	ns, name string // the lease; empty without leader election
+	identity string // the holder while this process led; "" before
 }
 
-// wrap marks leadership when any controller of ctrls is started.
+// use sets the client and the lease, before the controller manager runs.
+func (l *leadership) use(kube kubernetes.Interface, namespace, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.kube, l.ns, l.name = kube, namespace, name
+}
+
+// wrap records the identity when the first controller of ctrls starts.
 func (l *leadership) wrap(ctrls map[string]app.ControllerInitFuncConstructor) {
 	for name, c := range ctrls {
 		inner := c.Constructor
 		c.Constructor = func(ic app.ControllerInitContext, cc *cloudconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 			f := inner(ic, cc, cloud)
 			return func(ctx context.Context, cctx genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-				l.led.Store(true)
+				l.led(ctx)
 				return f(ctx, cctx)
 			}
 		}
@@ -45,41 +57,59 @@ func (l *leadership) wrap(ctrls map[string]app.ControllerInitFuncConstructor) {
 	}
 }
 
-// release gives up the lease namespace/name if this process led and still
-// holds it: as client-go's leader election releases a lease (no holder,
-// one-second duration), with the lease's resource version, so that a lease
-// another process took meanwhile is left alone. Call it after the provider
-// is closed (no Node can be written any more) and just before exiting.
-func (l *leadership) release(ctx context.Context, kube kubernetes.Interface, namespace, name string) error {
-	if !l.led.Load() || kube == nil {
-		return nil
+// led reads the lease's holder, once: this process's identity, which the
+// holder must begin with (its host name).
+func (l *leadership) led(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.identity != "" || l.kube == nil || l.name == "" {
+		return
 	}
 	host, err := os.Hostname()
 	if err != nil {
-		return err
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	lease, err := kube.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+	lease, err := l.kube.CoordinationV1().Leases(l.ns).Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || !strings.HasPrefix(*lease.Spec.HolderIdentity, host+"_") {
+		klog.FromContext(ctx).V(2).Info("Leader identity not read; the lease will expire instead of being released", "err", err)
+		return
+	}
+	l.identity = *lease.Spec.HolderIdentity
+}
+
+// release gives up the lease if this process still holds it: its holder
+// becomes ReleasedPrefix+identity for one second (with the lease's resource
+// version, so that a lease another process took meanwhile is left alone).
+// The holder is not left empty: the framework's elector, which runs until
+// the process exits, would take an empty lease again; it backs off from
+// another holder's valid lease. Call it after the provider is closed (no
+// Node can be written any more), just before exiting.
+func (l *leadership) release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.identity == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lease, err := l.kube.CoordinationV1().Leases(l.ns).Get(ctx, l.name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("read lease %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("read lease %s/%s: %w", l.ns, l.name, err)
 	}
-	holder := ""
-	if lease.Spec.HolderIdentity != nil {
-		holder = *lease.Spec.HolderIdentity
-	}
-	if !strings.HasPrefix(holder, host+"_") {
-		return nil // not ours (any more)
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != l.identity {
+		return nil // not ours any more
 	}
 	now := metav1.NewMicroTime(time.Now())
 	one := int32(1)
-	empty := ""
-	lease.Spec.HolderIdentity = &empty
+	released := ReleasedPrefix + l.identity
+	lease.Spec.HolderIdentity = &released
 	lease.Spec.LeaseDurationSeconds = &one
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
-	if _, err := kube.CoordinationV1().Leases(namespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("release lease %s/%s: %w", namespace, name, err)
+	if _, err := l.kube.CoordinationV1().Leases(l.ns).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("release lease %s/%s: %w", l.ns, l.name, err)
 	}
-	klog.Background().Info("Released the leader lease", "lease", namespace+"/"+name, "holder", holder)
+	klog.Background().Info("Released the leader lease", "lease", l.ns+"/"+l.name, "holder", l.identity)
 	return nil
 }

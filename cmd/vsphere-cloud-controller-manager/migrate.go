@@ -173,9 +173,12 @@ func printPreflight(w io.Writer, r preflightReport) {
 			fmt.Fprintf(w, "%s: %s\n", d.Impact, d.Why)
 		}
 	}
-	if r.Blocking {
+	switch {
+	case preflight.Blocks(r.Differences):
 		fmt.Fprintf(w, "\n%d Nodes checked: do not switch yet; resolve the blocking differences first.\n", r.Nodes)
-	} else {
+	case r.Blocking:
+		fmt.Fprintf(w, "\n%d Nodes checked: no Node difference blocks, but do not switch yet: the NSX-T objects above are not taken care of (--acknowledge-nsxt once they are).\n", r.Nodes)
+	default:
 		fmt.Fprintf(w, "\n%d Nodes checked: nothing blocks the switch.\n", r.Nodes)
 	}
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -34,17 +32,16 @@ const (
 type configReload struct {
 	watcher *configwatch.Watcher
 	stop    func()
-	events  record.EventRecorder // nil: no Pod to record on
+	kube    kubernetes.Interface // nil: no Pod to record events on
 	pod     *v1.ObjectReference
-	changed atomic.Bool
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	log     klog.Logger
 }
 
-func newConfigReload(path string, cfg *config.Config, env []string, m *configwatch.Metrics, stop func()) *configReload {
+func newConfigReload(path string, cfg *config.Config, env []string, m *configwatch.Metrics, stop func(), validate func(*config.Config) error) *configReload {
 	return &configReload{
-		watcher: configwatch.New(path, cfg, configwatch.Options{Env: env, Metrics: m}),
+		watcher: configwatch.New(path, cfg, configwatch.Options{Env: env, Metrics: m, Validate: validate}),
 		stop:    stop,
 		log:     klog.Background().WithName("config").WithValues("path", path),
 	}
@@ -57,9 +54,7 @@ func (r *configReload) start(kube kubernetes.Interface, env []string) {
 	r.cancel = cancel
 	name, ns := lookupEnv(env, podNameEnv), lookupEnv(env, podNamespaceEnv)
 	if kube != nil && name != "" && ns != "" {
-		b := record.NewBroadcaster(record.WithContext(ctx))
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-		r.events = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: nodeevents.Component})
+		r.kube = kube
 		r.pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns}
 	}
 	r.wg.Go(func() { r.watcher.Run(klog.NewContext(ctx, r.log), r) })
@@ -73,13 +68,11 @@ func (r *configReload) close() {
 	r.wg.Wait()
 }
 
-// Changed implements configwatch.Handler.
+// Changed implements configwatch.Handler. The event is recorded before the
+// controller manager is stopped: the process exits right after.
 func (r *configReload) Changed(what string) {
 	r.log.Info("The cloud-config changed; stopping to restart with it (the lease is released once the vCenter connections are closed)", "changed", what)
-	if r.events != nil {
-		r.events.Event(r.pod, v1.EventTypeNormal, "CloudConfigChanged", "The cloud-config changed ("+what+"); the controller manager restarts to apply it")
-	}
-	r.changed.Store(true)
+	r.event(v1.EventTypeNormal, "CloudConfigChanged", "The cloud-config changed ("+what+"); the controller manager restarts to apply it")
 	r.stop()
 }
 
@@ -87,8 +80,29 @@ func (r *configReload) Changed(what string) {
 // and field, never a value.
 func (r *configReload) Refused(err error) {
 	r.log.Error(err, "The changed cloud-config is refused; running on the config the process started with")
-	if r.events != nil {
-		r.events.Event(r.pod, v1.EventTypeWarning, "CloudConfigRefused", "The changed cloud-config is refused; running on the config the process started with: "+err.Error())
+	r.event(v1.EventTypeWarning, "CloudConfigRefused", "The changed cloud-config is refused; running on the config the process started with: "+err.Error())
+}
+
+// event records an event on the Pod, synchronously (these are rare, and
+// one is followed by the process's exit); a failure is logged.
+func (r *configReload) event(eventType, reason, msg string) {
+	if r.kube == nil {
+		return
+	}
+	if len(msg) > 1024 {
+		msg = msg[:1021] + "..."
+	}
+	now := metav1.NewTime(time.Now())
+	ev := &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: r.pod.Name + ".", Namespace: r.pod.Namespace},
+		InvolvedObject: *r.pod, Reason: reason, Message: msg, Type: eventType,
+		Source:         v1.EventSource{Component: nodeevents.Component},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := r.kube.CoreV1().Events(r.pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		r.log.Error(err, "Event not recorded", "reason", reason)
 	}
 }
 

@@ -48,6 +48,11 @@ var (
 	}
 )
 
+// nsxtEnvKeys are the reference's variables of its NSX-T connection
+// (pkg/nsxt/config FromEnv): warned about, never used.
+var nsxtEnvKeys = []string{"NSXT_MANAGER_HOST", "NSXT_USERNAME", "NSXT_PASSWORD", "NSXT_ALLOW_UNVERIFIED_SSL",
+	"NSXT_CLIENT_AUTH_CERT_FILE", "NSXT_CLIENT_AUTH_KEY_FILE", "NSXT_CA_FILE", "NSXT_SECRET_NAME", "NSXT_SECRET_NAMESPACE"}
+
 // vcenterEnvSuffixes maps VCENTER_<id>_<SUFFIX> to a vCenter key; the vCenter
 // itself is declared by VSPHERE_VCENTER_<id>=<server>.
 var vcenterEnvSuffixes = map[string]string{
@@ -147,6 +152,11 @@ func applyEnv(d *decoder, raw *rawConfig, environ []string, warn func(Diagnostic
 					warn(Diagnostic{Pos: Position{Env: v}, Field: path + "." + key, Message: "read here; the reference CCM ignored this variable (a slip in its code kept insecureFlag false, 3 round trips and ipv4): check the value before switching"})
 				}
 			}
+		}
+	}
+	for _, name := range names {
+		if slices.Contains(nsxtEnvKeys, name) {
+			warn(Diagnostic{Pos: Position{Env: name}, Message: "read by the reference CCM for its NSX-T connection (its load balancer and routes), which this CCM does not use: ignored"})
 		}
 	}
 	for _, name := range names {

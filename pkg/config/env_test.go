@@ -137,3 +137,24 @@ func TestSkipNodeDeletionEnv(t *testing.T) {
 		}
 	}
 }
+
+// The reference's NSX-T variables are warned about, by name, never used,
+// their values never shown.
+func TestNSXTEnvWarns(t *testing.T) {
+	base := "vcenter:\n  a:\n    server: vc-a.example.com\n    user: u\n    password: p\n"
+	cfg, warnings, err := Parse("c.yaml", []byte(base), Options{Env: []string{"NSXT_PASSWORD=nsx-secret-value", "NSXT_MANAGER_HOST=nsx.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, w := range warnings {
+		all = append(all, w.Error())
+	}
+	text := strings.Join(all, "\n")
+	if !strings.Contains(text, "NSXT_PASSWORD") || !strings.Contains(text, "NSXT_MANAGER_HOST") || strings.Contains(text, "nsx-secret-value") {
+		t.Errorf("warnings:\n%s", text)
+	}
+	if len(cfg.NSXT.Sections) != 0 || cfg.NSXT.Manager != "" {
+		t.Errorf("NSX-T read from the environment: %+v", cfg.NSXT)
+	}
+}

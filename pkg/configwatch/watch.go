@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -47,6 +48,11 @@ type Options struct {
 	Clock clock.WithTicker
 	// Metrics, if set, count what the checks found.
 	Metrics *Metrics
+	// Validate, if set, checks a parsed config as the process checks it
+	// at start against its command line (the controllers it needs, ...):
+	// a config it refuses is refused, so that no change restarts the
+	// process into a config it would not start with.
+	Validate func(*config.Config) error
 }
 
 // Watcher compares the files with the config the process runs.
@@ -60,6 +66,8 @@ type Watcher struct {
 	seen    snapshot
 	refused string
 	refusal error
+	// base are the CA bundles' content as the process started with them.
+	base map[string][32]byte
 }
 
 // snapshot is the content of the config file and of the files it names.
@@ -98,7 +106,12 @@ func New(path string, running *config.Config, opts Options) *Watcher {
 		opts.Clock = clock.RealClock{}
 	}
 	w := &Watcher{path: path, opts: opts, running: running}
-	w.seen = w.read(running)
+	// The config file is not read here: the process parsed it earlier, and
+	// it may have been swapped since. Left empty, the first check parses
+	// it and compares it with running. The CA bundles are read now: the
+	// vCenter clients read them as the process starts.
+	w.base = w.read(running).files
+	w.seen = snapshot{files: maps.Clone(w.base)}
 	return w
 }
 
@@ -160,6 +173,11 @@ func (w *Watcher) Check() (Outcome, string, error, bool) {
 	if err != nil {
 		return w.refuse(now, err)
 	}
+	if w.opts.Validate != nil {
+		if err := w.opts.Validate(cfg); err != nil {
+			return w.refuse(now, err)
+		}
+	}
 	// A CA bundle that cannot be read is not a reason to refuse: the
 	// vCenter that names it is unusable until it can (the client reads it
 	// again on each connection attempt), as at start.
@@ -168,8 +186,14 @@ func (w *Watcher) Check() (Outcome, string, error, bool) {
 	if err != nil {
 		return w.refuse(now, err)
 	}
-	for p, sum := range withFiles.files {
-		if old, ok := w.seen.files[p]; ok && old != sum {
+	for _, p := range slices.Sorted(maps.Keys(withFiles.files)) {
+		old, ok := w.base[p]
+		switch {
+		case !ok:
+			// It appeared: the vCenter client reads it on its next
+			// attempt; later contents are changes.
+			w.base[p] = withFiles.files[p]
+		case old != withFiles.files[p]:
 			what = append(what, "the content of "+p)
 		}
 	}

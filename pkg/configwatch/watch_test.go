@@ -2,6 +2,7 @@ package configwatch
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,5 +233,58 @@ func TestCAFileAppears(t *testing.T) {
 	writeAtomic(t, caPath, []byte("second"))
 	if outcome, what, err, _ := w.Check(); outcome != Changed || what != "the content of "+caPath {
 		t.Fatalf("the CA bundle replaced: %s %q %v", outcome, what, err)
+	}
+}
+
+// TestValidate: a config that parses but that the process would refuse at
+// start against its command line (Options.Validate) is refused, not
+// restarted into.
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vsphere.yaml")
+	must.OK(t, os.WriteFile(path, []byte(base), 0o600))
+	refuse := func(cfg *config.Config) error {
+		if cfg.Nodes.AdoptUntainted {
+			return errors.New("nodes.adoptUntainted is true, but the cloud-node-controller is not enabled")
+		}
+		return nil
+	}
+	w := New(path, parse(t, path), Options{Validate: refuse})
+	writeAtomic(t, path, []byte(base+"nodes:\n  adoptUntainted: true\n"))
+	if outcome, _, err, _ := w.Check(); outcome != Refused || err == nil || !strings.Contains(err.Error(), "cloud-node-controller") {
+		t.Fatalf("%s, %v; want refused by the start checks", outcome, err)
+	}
+}
+
+// TestChangedAgainstStart: what the process started with is the baseline.
+// A config swapped between the process's parse and the watcher's start is
+// a change; a CA bundle replaced while a broken config was refused is
+// still a change once the config is fixed.
+func TestChangedAgainstStart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vsphere.yaml")
+	caPath := filepath.Join(dir, "ca.pem")
+	withCA := strings.Replace(base, "    password: first-password\n", "    password: first-password\n    caFile: "+caPath+"\n", 1)
+	writeAtomic(t, caPath, []byte("first"))
+	must.OK(t, os.WriteFile(path, []byte(withCA), 0o600))
+	running := parse(t, path)
+	writeAtomic(t, path, []byte(strings.Replace(withCA, "k8s-zone", "site", 1))) // swapped before the watcher starts
+	w := New(path, running, Options{})
+	if outcome, what, err, _ := w.Check(); outcome != Changed || what != "labels" {
+		t.Fatalf("swapped before the start: %s %q %v", outcome, what, err)
+	}
+
+	w = New(path, parse(t, path), Options{})
+	writeAtomic(t, path, []byte("vcenter: ["))
+	if outcome, _, _, _ := w.Check(); outcome != Refused {
+		t.Fatalf("broken config: %s", outcome)
+	}
+	writeAtomic(t, caPath, []byte("second"))
+	if outcome, _, _, again := w.Check(); outcome != Refused || again {
+		t.Fatalf("CA replaced while refused: %s (again %v)", outcome, again)
+	}
+	writeAtomic(t, path, []byte(strings.Replace(withCA, "k8s-zone", "site", 1)))
+	if outcome, what, err, _ := w.Check(); outcome != Changed || what != "the content of "+caPath {
+		t.Fatalf("config fixed: %s %q %v; want the CA bundle changed", outcome, what, err)
 	}
 }

@@ -206,8 +206,12 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 	}
 	ex.DeletionsHeld = p.deletionsHeld(opts.Nodes)
 	for i := range opts.Nodes {
+		// Only Nodes whose VM is found: a cluster may have Nodes that are
+		// not vSphere VMs.
 		if n := &opts.Nodes[i]; JoinedWithoutTaint(n) {
-			ex.Uninitialized = append(ex.Uninitialized, UninitializedWhy(n.Name, p.cfg.Nodes.AdoptUntainted))
+			if _, err := p.FindVM(ctx, n); err == nil {
+				ex.Uninitialized = append(ex.Uninitialized, UninitializedWhy(n.Name, p.cfg.Nodes.AdoptUntainted))
+			}
 		}
 	}
 	return ex

@@ -116,6 +116,9 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 		opts.VCenter.Clock = opts.Clock
 	}
 	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{})}
+	if m := opts.Metrics; m != nil {
+		m.configured(cfg) // every replica, the standby too
+	}
 	return p, nil
 }
 
@@ -166,7 +169,6 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 			names = append(names, c.Name())
 		}
 		m.initialize(names)
-		m.configured(p.cfg)
 	}
 	pool.Start(ctx)
 	var ic []inventory.Client

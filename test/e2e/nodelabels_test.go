@@ -13,7 +13,9 @@ import (
 // TestNodeLabelsFlag: the reference's --node-labels, with its syntax,
 // labels every Node the real node controller initializes; an empty value
 // is a label too; a label the kubelet already set is kept (the framework
-// never overwrites one).
+// never overwrites one). The command line also names the framework's
+// route controller, as a reference deployment may (--controllers=*,-route):
+// known here, and not run.
 func TestNodeLabelsFlag(t *testing.T) {
 	h := setup(t)
 	h.registerAll(t)
@@ -25,7 +27,7 @@ func TestNodeLabelsFlag(t *testing.T) {
 	_, err = h.kube.CoreV1().Nodes().Update(h.ctx, n, metav1.UpdateOptions{})
 	must.OK(t, err)
 
-	h.startCCM("--node-labels=node.example.com/platform=vsphere,example.com/pool=")
+	h.startCCM("--node-labels=node.example.com/platform=vsphere,example.com/pool=", "--controllers=*,-route")
 	h.waitInitialized(t, vms...)
 	for _, vm := range vms {
 		n, err := h.node(vm.Name)

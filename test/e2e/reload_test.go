@@ -31,8 +31,9 @@ func (h *harness) replaceConfig(t *testing.T, text string) {
 // 60 s lease). An invalid edit of the cloud-config is refused by both (an
 // event on the Pod, vsphere_ccm_config_refused 1) and the leader keeps
 // initializing Nodes on its running config. A valid edit stops both: each
-// exits 0, and the leader releases the lease (no holder, long before the
-// 60 s it would otherwise hold), after closing its vCenter connections.
+// exits 0, and the leader releases the lease (held by released-by-<it>
+// for one second, instead of by it for 60 s), after closing its vCenter
+// connections.
 // Restarted, as the kubelet restarts a container, a replica takes the lease
 // at once and initializes Nodes with the new config.
 func TestConfigReload(t *testing.T) {
@@ -96,8 +97,8 @@ func TestConfigReload(t *testing.T) {
 	h.waitPodEvent(t, pod.Name, "CloudConfigChanged", "labels")
 	lease, err := h.kube.CoordinationV1().Leases("kube-system").Get(h.ctx, "cloud-controller-manager", metav1.GetOptions{})
 	must.OK(t, err)
-	if holder := lease.Spec.HolderIdentity; holder != nil && *holder != "" {
-		t.Errorf("the lease is still held by %s after the leader exited", *holder)
+	if holder := lease.Spec.HolderIdentity; holder == nil || !strings.HasPrefix(*holder, "released-by-") || *lease.Spec.LeaseDurationSeconds != 1 {
+		t.Errorf("the lease after the leader exited: holder %v, duration %v; want released (released-by-<leader>, 1 s)", holder, lease.Spec.LeaseDurationSeconds)
 	}
 	if !strings.Contains(leader.LogText(), "Released the leader lease") {
 		t.Errorf("the leader did not log releasing the lease")

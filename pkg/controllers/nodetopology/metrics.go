@@ -47,8 +47,8 @@ func NewMetrics() *Metrics {
 				"counted once per Node and refusal, then backed off (1s to 5m).",
 			StabilityLevel: metrics.ALPHA}, []string{"reason"}),
 		untainted: metrics.NewGauge(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_joined_without_taint",
-			Help: "Nodes without a providerID that joined without the node.cloudprovider.kubernetes.io/uninitialized taint: no CCM initializes them " +
-				"(kubelet without --cloud-provider=external, or joined before the CCM); nodes.adoptUntainted taints them once their VM is found.",
+			Help: "Nodes without a providerID that joined without the node.cloudprovider.kubernetes.io/uninitialized taint, and whose VM is found: no CCM initializes them " +
+				"(kubelet without --cloud-provider=external, or joined before the CCM); nodes.adoptUntainted taints them (a VM found by the Node's machine UUID).",
 			StabilityLevel: metrics.ALPHA}),
 		adoptions: metrics.NewCounter(&metrics.CounterOpts{Namespace: namespace, Name: "nodes_adopted_total",
 			Help:           "Nodes that joined without the uninitialized taint, tainted once their VM was found (nodes.adoptUntainted) so that the node controller initializes them.",

@@ -51,10 +51,11 @@ type fakeSource struct {
 	obs       map[string]provider.Observation
 	err       map[string]error
 	power     map[string]provider.PowerProof
-	liveOn    map[string]bool  // ConfirmPoweredOff finds these powered on
-	outside   map[string]error // InScope's answers
-	due       map[string]bool  // RetryDue returns these, once each
-	asked     chan []string    // the waiting Nodes of each RetryDue pass
+	liveOn    map[string]bool   // ConfirmPoweredOff finds these powered on
+	outside   map[string]error  // InScope's answers
+	due       map[string]bool   // RetryDue returns these, once each
+	asked     chan []string     // the waiting Nodes of each RetryDue pass
+	byName    map[string]string // Preview finds these Nodes' VMs by name: another UUID
 }
 
 func newFakeSource() *fakeSource {
@@ -139,7 +140,12 @@ func (f *fakeSource) Preview(_ context.Context, n *v1.Node) (*cloudprovider.Inst
 	if _, ok := f.obs[n.Name]; !ok {
 		return nil, fmt.Errorf("node %s: %w", n.Name, inventory.ErrNotFound)
 	}
-	return &cloudprovider.InstanceMetadata{ProviderID: "vsphere://" + n.Name}, nil
+	// The VM found: by the Node's machine UUID, unless byName says another.
+	id := "vsphere://" + strings.ToLower(n.Status.NodeInfo.SystemUUID)
+	if other, ok := f.byName[n.Name]; ok {
+		id = "vsphere://" + other
+	}
+	return &cloudprovider.InstanceMetadata{ProviderID: id}, nil
 }
 
 func (f *fakeSource) InScope(n *v1.Node) error {

@@ -11,15 +11,18 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 )
 
 // Nodes that joined without the uninitialized taint (provider.
 // JoinedWithoutTaint) get no providerID, zone, region or addresses from
 // any CCM: the framework's node controller initializes only tainted
-// Nodes. Each is reported (an event, a gauge, topology explain, migrate
-// preflight); with nodes.adoptUntainted, once its VM is found, it is given
-// the taint, so that the node controller initializes it exactly as it
+// Nodes. Each whose VM is found (Nodes that are not vSphere VMs are left
+// alone) is reported (an event, a gauge, topology explain, migrate
+// preflight); with nodes.adoptUntainted, if its VM is found by its machine
+// UUID, it is given the taint, so that the node controller initializes it exactly as it
 // initializes a new Node (it sets a providerID only where none is, and
 // never changes one). The taint is NoSchedule: running Pods stay; new ones
 // wait the seconds the initialization takes.
@@ -54,17 +57,30 @@ func (u *untainted) set(name string, on bool) int {
 // syncUntainted reports a Node that joined without the taint and, with
 // AdoptUntainted, taints it once its VM is found.
 func (c *Controller) syncUntainted(ctx context.Context, node *v1.Node) error {
+	md, err := c.src.Preview(ctx, node)
+	if err != nil {
+		// No VM of this CCM's vCenters, or not found yet: not reported (a
+		// cluster may have Nodes that are not vSphere VMs); a change
+		// notification brings it back.
+		c.opts.Metrics.setUntainted(c.untainted.set(node.Name, false))
+		klog.FromContext(ctx).V(2).Info("Node joined without the uninitialized taint; no VM found for it", "node", node.Name, "err", err)
+		return nil
+	}
 	c.opts.Metrics.setUntainted(c.untainted.set(node.Name, true))
 	if !c.opts.AdoptUntainted {
 		c.opts.Events.Event(node, v1.EventTypeWarning, ReasonNotInitialized,
 			"Node joined without the node.cloudprovider.kubernetes.io/uninitialized taint (its kubelet ran without --cloud-provider=external, or it joined before the CCM was installed): "+
-				"no CCM sets its providerID, zone, region or addresses. Start the kubelet with --cloud-provider=external and register the Node again, or set nodes.adoptUntainted: true")
+				"no CCM sets its providerID, zone, region or addresses, although its VM "+md.ProviderID+" is found. Start the kubelet with --cloud-provider=external and register the Node again, or set nodes.adoptUntainted: true")
 		return nil
 	}
-	md, err := c.src.Preview(ctx, node)
-	if err != nil {
-		// Not proven yet: a change notification brings it back.
-		klog.FromContext(ctx).V(2).Info("Node joined without the uninitialized taint; its VM is not found yet", "node", node.Name, "err", err)
+	// Only a VM whose BIOS UUID is the Node's machine UUID: a VM found by
+	// name alone (nodes.lookupOrder vmName) may be another machine's (a
+	// bare-metal Node named like some VM), and the taint would give the
+	// Node that VM's identity.
+	uuid, err := providerid.UUID(md.ProviderID)
+	if err != nil || !inventory.SameUUID(uuid, node.Status.NodeInfo.SystemUUID) {
+		c.opts.Events.Event(node, v1.EventTypeWarning, ReasonNotInitialized,
+			fmt.Sprintf("Node joined without the uninitialized taint and is not adopted: the VM found for it (%s) was found by name, not by the Node's machine UUID %q; initialize it by registering it again with --cloud-provider=external", md.ProviderID, node.Status.NodeInfo.SystemUUID))
 		return nil
 	}
 	tainted := false

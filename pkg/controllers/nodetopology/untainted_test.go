@@ -38,18 +38,23 @@ func TestJoinedWithoutTaintReported(t *testing.T) {
 	poll.True(t, "the gauge back at 0", func() bool { return metricValue(t, e.reg, "vsphere_ccm_nodes_joined_without_taint") == "0" })
 }
 
-// With nodes.adoptUntainted: a Node whose VM is found is tainted (once,
-// with a NodeAdopted event and the counter), so that the node controller
-// initializes it; one whose VM is not found is left alone until it is; a
-// Node with a providerID is never touched.
+// With nodes.adoptUntainted: a Node whose VM is found by its machine UUID
+// is tainted (once, with a NodeAdopted event and the counter), so that the
+// node controller initializes it; one whose VM is not found is left alone
+// until it is; one whose VM is found by name only is never adopted; a Node
+// with a providerID is never touched.
 func TestJoinedWithoutTaintAdopted(t *testing.T) {
 	src := newFakeSource()
 	src.set("found", provider.Observation{}, nil)
+	src.set("by-name", provider.Observation{}, nil)
+	src.byName = map[string]string{"by-name": "42000000-0000-4000-8000-0000000000bb"}
 	e := startWith(t, src, nodetopology.Options{AdoptUntainted: true})
 	_, ctx := ktesting.NewTestContext(t)
+	machine := func(uuid string) v1.NodeStatus { return v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: uuid}} }
 	for _, n := range []*v1.Node{
-		{ObjectMeta: metav1.ObjectMeta{Name: "found"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "later"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "found"}, Status: machine("42000000-0000-4000-8000-000000000001")},
+		{ObjectMeta: metav1.ObjectMeta{Name: "later"}, Status: machine("42000000-0000-4000-8000-000000000002")},
+		{ObjectMeta: metav1.ObjectMeta{Name: "by-name"}, Status: machine("4c4c4544-0000-0000-0000-000000000003")},
 		{ObjectMeta: metav1.ObjectMeta{Name: "other-provider"}, Spec: v1.NodeSpec{ProviderID: "kind://docker/kind/other"}},
 	} {
 		_, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
@@ -60,8 +65,9 @@ func TestJoinedWithoutTaintAdopted(t *testing.T) {
 		must.OK(t, err)
 		return provider.HasUninitializedTaint(n)
 	}
-	ev := e.ev.Wait(t, "found", nodetopology.ReasonAdopted)
-	if ev.Type != v1.EventTypeNormal || !strings.Contains(ev.Message, "vsphere://found") {
+	got := e.ev.WaitAll(t, "found/"+nodetopology.ReasonAdopted, "by-name/"+nodetopology.ReasonNotInitialized)
+	ev := got["found/"+nodetopology.ReasonAdopted]
+	if ev.Type != v1.EventTypeNormal || !strings.Contains(ev.Message, "vsphere://42000000-0000-4000-8000-000000000001") {
 		t.Errorf("event %+v", ev)
 	}
 	if !tainted("found") {
@@ -76,5 +82,11 @@ func TestJoinedWithoutTaintAdopted(t *testing.T) {
 	e.ev.Wait(t, "later", nodetopology.ReasonAdopted)
 	if !tainted("later") || tainted("other-provider") {
 		t.Errorf("tainted: later %v, other-provider %v", tainted("later"), tainted("other-provider"))
+	}
+	// A VM found by name alone is another machine's as far as anyone can
+	// prove: never adopted, and said so.
+	ev = got["by-name/"+nodetopology.ReasonNotInitialized]
+	if !strings.Contains(ev.Message, "by name") || tainted("by-name") {
+		t.Errorf("by name: tainted %v, event %+v", tainted("by-name"), ev)
 	}
 }

@@ -7,6 +7,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 {{- define "vccm.secretNames" -}}
 {{- $names := list (include "vccm.credentials" . | fromJson).secretName -}}
+{{- with (include "vccm.refConfig" . | fromJson).secret -}}{{- with .name -}}{{- $names = append $names . -}}{{- end -}}{{- end -}}
 {{- range $name, $vc := include "vccm.vcenters" . | fromJson -}}{{- if $vc.secretName -}}{{- $names = append $names $vc.secretName -}}{{- end -}}{{- end -}}
 {{- $names | uniq | toJson -}}
 {{- end -}}
@@ -42,8 +43,8 @@ reference's is set.
 {{- $ds := .Values.daemonset | default dict -}}
 {{- $cmd := get $ds "cmdline" | default dict -}}
 {{- $cc := get $cmd "cloudConfig" | default dict -}}
+{{- /* daemonset.image and tag name the reference CCM's image: never used, this chart runs its own. */ -}}
 {{- $image := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
-{{- with get $ds "image" -}}{{- $image = printf "%s:%s" . (get $ds "tag" | default $.Chart.AppVersion) -}}{{- end -}}
 configDir: {{ get $cc "dir" | default "/etc/kubernetes" | quote }}
 configFile: {{ get $cc "file" | default "vsphere.conf" | quote }}
 image: {{ $image | quote }}
@@ -111,6 +112,10 @@ extraVolumeMounts: {{ concat (.Values.extraVolumeMounts | default list) (get $ds
 {{- if and $ref.enabled (not .Values.vcenters) -}}
 {{- $s := $ref.secret | default dict -}}
 {{- dict "secretName" ($s.name | default "vsphere-cloud-secret") "create" (hasKey $s "create" | ternary $s.create true) | toJson -}}
+{{- else if or .Values.existingConfigMap (and (hasKey $ref "enabled") (not .Values.vcenters)) -}}
+{{- /* Your own cloud-config names its Secret: none is created; credentials.secretName (and the reference's
+  config.secret.name) may be read. */ -}}
+{{- dict "secretName" .Values.credentials.secretName "create" false | toJson -}}
 {{- else -}}
 {{- .Values.credentials | toJson -}}
 {{- end -}}
