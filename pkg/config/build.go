@@ -251,13 +251,16 @@ func (b *builder) buildVCenter(name string, vc *rawVCenter, g *rawGlobal, global
 			b.warnf(p+".insecureFlag", "insecureFlag is set, so caFile and thumbprint are ignored for vCenter %q", name)
 		}
 	}
-	out.Credentials = b.buildCredentials(p, c, gc, global)
+	out.Credentials = b.buildCredentials(p, c, gc, global, deref(vc.SessionManagerAllowHTTP))
 	out.StaticTopology = b.buildStaticTopology(p, vc.StaticTopology, out.Datacenters)
 	return out
 }
 
-func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global) Credentials {
-	cred := Credentials{SecretsDirectory: global.SecretsDirectory}
+func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global, allowHTTP bool) Credentials {
+	cred := Credentials{SecretsDirectory: global.SecretsDirectory, AllowHTTP: allowHTTP}
+	if allowHTTP {
+		b.warnf(p+".sessionManagerAllowHTTP", "a plain http session manager URL is allowed for this vCenter: its bearer token and the session ticket may travel in clear; use https")
+	}
 	ignored := "" // why a Secret named here or in global is not used
 	gns := deref(gc.SecretNamespace)
 	if name := deref(c.SecretName); name != "" {
@@ -288,7 +291,7 @@ func (b *builder) buildCredentials(p string, c, gc *rawConnection, global Global
 	usesSecret := (cred.Secret != nil || cred.GlobalSecret != nil) && !implicit
 	in := b.inlineFields(p, c, gc, usesSecret)
 	cred.TokenFile = inherit(b, p, "sessionManagerTokenFile", c.SessionManagerTokenFile, gc.SessionManagerTokenFile, "", nonEmpty)
-	cred.Inline = b.inlineCredentials(p, in, len(cred.Sources()) > 0)
+	cred.Inline = b.inlineCredentials(p, in, len(cred.Sources()) > 0, allowHTTP)
 	switch {
 	case len(cred.Sources()) > 0 || in.written():
 		// a source, or inline credentials already reported as wrong
@@ -378,7 +381,7 @@ func (b *builder) inlineFields(p string, c, gc *rawConnection, usesSecret bool) 
 // of one mode only, complete. Errors name fields, never values.
 // An incomplete set is an error, or only a warning when other sources
 // exist (the reference reads a user beside a Secret and uses the Secret).
-func (b *builder) inlineCredentials(p string, in inline, others bool) secret.Credentials {
+func (b *builder) inlineCredentials(p string, in inline, others, allowHTTP bool) secret.Credentials {
 	incomplete := b.errorf
 	if others {
 		incomplete = func(path, format string, args ...any) {
@@ -409,8 +412,9 @@ func (b *builder) inlineCredentials(p string, in inline, others bool) secret.Cre
 			b.errorf(p+".sessionManagerURL", "%v", err)
 			return nil
 		}
-		if s.Insecure() {
-			b.warnf(p+".sessionManagerURL", "the session manager URL is plain http: the bearer token and the session ticket travel in clear; use https")
+		if s.Insecure() && !allowHTTP {
+			b.errorf(p+".sessionManagerURL", "the session manager URL is plain http: the bearer token and the session ticket would travel in clear; use https, or allow it for this vCenter with vcenter.<name>.sessionManagerAllowHTTP: true")
+			return nil
 		}
 		return s
 	case hasCert:

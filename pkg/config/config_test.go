@@ -223,9 +223,9 @@ func TestValidFixtures(t *testing.T) {
 				t.Errorf("shared-with-token: %#v", vc.Credentials.Inline)
 			}
 			if !slices.ContainsFunc(warnings, func(d Diagnostic) bool {
-				return d.Field == `vcenter["shared-with-token"].sessionManagerURL` && strings.Contains(d.Message, "travel in clear")
-			}) {
-				t.Errorf("no warning for the plain http session manager: %v", warnings)
+				return d.Field == `vcenter["shared-with-token"].sessionManagerAllowHTTP` && strings.Contains(d.Message, "travel in clear")
+			}) || !vc.Credentials.AllowHTTP {
+				t.Errorf("no warning for the plain http session manager allowed: %v", warnings)
 			}
 		}},
 		{"credential-modes.conf", func(t *testing.T, cfg *Config, _ []Diagnostic) {

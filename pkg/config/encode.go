@@ -47,6 +47,7 @@ type yamlVCenter struct {
 	StaticTopology     *StaticTopology `json:"staticTopology,omitempty"`
 	// SessionManagerTokenFile is written when not the default.
 	SessionManagerTokenFile string `json:"sessionManagerTokenFile,omitempty"`
+	SessionManagerAllowHTTP bool   `json:"sessionManagerAllowHTTP,omitempty"`
 }
 
 type yamlNodes struct {
@@ -169,6 +170,7 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			y.StaticTopology = &st
 		}
 		y.SessionManagerTokenFile = vc.Credentials.TokenFile
+		y.SessionManagerAllowHTTP = vc.Credentials.AllowHTTP
 		f.VCenter[vc.Name] = y
 		if vc.Credentials.Inline != nil {
 			moved = append(moved, InlineCredential{VCenter: vc.Name, Server: vc.Server, Credentials: vc.Credentials.Inline})

@@ -84,6 +84,9 @@ type rawVCenter struct {
 
 	// Extension: static zone/region for sites without tagging rights.
 	StaticTopology *rawStaticTopology `yaml:"staticTopology" ini:"-"`
+	// Extension: a plain http session manager URL, allowed for this
+	// vCenter only (never global).
+	SessionManagerAllowHTTP *bool `yaml:"sessionManagerAllowHTTP" ini:"vc-session-manager-allow-http"`
 }
 
 type rawStaticTopology struct {

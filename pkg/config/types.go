@@ -154,9 +154,15 @@ type Credentials struct {
 	// the config holds none.
 	Inline secret.Credentials `json:"-"`
 	// TokenFile is the bearer token file of a session manager that has no
-	// token (sessionManagerTokenFile), for every source; empty means
-	// DefaultSessionManagerTokenFile.
+	// token (sessionManagerTokenFile); empty means
+	// DefaultSessionManagerTokenFile. It is sent only to a session manager
+	// named in the config itself, never to one a Secret names.
 	TokenFile string `json:"sessionManagerTokenFile,omitempty"`
+	// AllowHTTP (vcenter.<name>.sessionManagerAllowHTTP) allows a plain
+	// http session manager URL for this vCenter, from any source; without
+	// it such a URL is refused (the bearer token and the clone ticket
+	// would travel in clear).
+	AllowHTTP bool `json:"sessionManagerAllowHTTP,omitempty"`
 }
 
 // InlineMode is the mode of the inline credentials, "" when none.

@@ -25,6 +25,12 @@ import (
 // ErrNoCredentials means no configured source has credentials for a vCenter.
 var ErrNoCredentials = errors.New("no credentials")
 
+// ErrSessionManagerRefused means a session manager found in a source would
+// receive a bearer token where it must not: over plain http without
+// sessionManagerAllowHTTP, or the Pod's service-account token at a URL
+// that a Secret (not the cloud-config) names.
+var ErrSessionManagerRefused = errors.New("session manager refused")
+
 // Options tunes a Manager. The zero value is usable.
 type Options struct {
 	// Client reads and watches Secrets. Required when any vCenter names a Secret.
@@ -262,15 +268,39 @@ type Sources struct {
 // precedence order, that has them, and names that source. The error wraps
 // ErrNoCredentials and lists each source consulted. A shared session
 // without a token of its own reads the token file of vc's config (by
-// default the Pod's service-account token) at every login.
+// default the Pod's service-account token) at every login, and only when
+// the cloud-config itself names the session manager: a URL from a Secret
+// or the secrets directory must come with its token. A plain http URL is
+// refused unless the config allows it for vc. Both refusals wrap
+// ErrSessionManagerRefused and name the source and the keys.
 func Resolve(vc config.VCenter, src Sources) (secret.Credentials, string, error) {
 	creds, source, err := resolve(vc, src)
-	if s, ok := creds.(secret.SharedSession); ok && !s.Token.IsSet() && s.TokenFile == "" {
+	s, ok := creds.(secret.SharedSession)
+	if err != nil || !ok {
+		return creds, source, err
+	}
+	fromConfig := source == sourceInline
+	if s.Insecure() && !vc.Credentials.AllowHTTP {
+		where := fmt.Sprintf("%s (key %s%s)", source, vc.Server, suffixSessionURL)
+		if fromConfig {
+			where = "the cloud-config (sessionManagerURL)"
+		}
+		return nil, source, fmt.Errorf("vcenter %q: %w: the session manager URL in %s is plain http: the bearer token and the session ticket would travel in clear; use https, or allow it for this vCenter with vcenter.%s.sessionManagerAllowHTTP: true",
+			vc.Name, ErrSessionManagerRefused, where, vc.Name)
+	}
+	if !s.Token.IsSet() && s.TokenFile == "" {
+		if !fromConfig {
+			return nil, source, fmt.Errorf("vcenter %q: %w: %s names a session manager (key %s%s) without its token (key %s%s): the Pod's service-account token is sent only to a session manager the cloud-config names; add the token key, or move the URL to the cloud-config (vcenter.%s.sessionManagerURL)",
+				vc.Name, ErrSessionManagerRefused, source, vc.Server, suffixSessionURL, vc.Server, suffixSessionToken, vc.Name)
+		}
 		s.TokenFile = cmp.Or(vc.Credentials.TokenFile, config.DefaultSessionManagerTokenFile)
 		creds = s
 	}
-	return creds, source, err
+	return creds, source, nil
 }
+
+// sourceInline names the cloud-config as a credential source.
+const sourceInline = "inline config"
 
 func resolve(vc config.VCenter, src Sources) (secret.Credentials, string, error) {
 	var tried []string
@@ -295,7 +325,7 @@ func resolve(vc config.VCenter, src Sources) (secret.Credentials, string, error)
 		tried = append(tried, fmt.Sprintf("secrets directory %s has no usable %s.username/%s.password or %s.vc-session-manager-url", c.SecretsDirectory, vc.Server, vc.Server, vc.Server))
 	}
 	if c.Inline != nil {
-		return c.Inline, "inline config", nil
+		return c.Inline, sourceInline, nil
 	}
 	return nil, "", fmt.Errorf("vcenter %q: %w: %v", vc.Name, ErrNoCredentials, tried)
 }

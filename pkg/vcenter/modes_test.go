@@ -320,9 +320,11 @@ func TestSharedSession(t *testing.T) {
 	assertNotSent(t, nil, []string{out, fmt.Sprintf("%+v", cl.Health())}, append(tickets, token))
 }
 
-// TestSharedSessionTokenFile: a session manager URL without a token sends
-// the token file's content, read again at every login (a rotated
-// service-account token is used at once); the URL may be plain http.
+// TestSharedSessionTokenFile: a session manager URL the cloud-config names,
+// without a token, is sent the token file's content, read again at every
+// login (a rotated service-account token is used at once); plain http
+// only because the config allows it for this vCenter
+// (sessionManagerAllowHTTP).
 func TestSharedSessionTokenFile(t *testing.T) {
 	f := startFleet(t)
 	a := f.VCenters[0]
@@ -337,7 +339,12 @@ func TestSharedSessionTokenFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte("sa-token-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, creds, _ := secretCreds(t, ctx, f, map[string]string{"127.0.0.1.vc-session-manager-url": sm.URL}, "sessionManagerTokenFile: "+file)
+	cfg := parseConfig(t, f, nil, map[string]vcConfig{"vc-a": {extra: []string{"caFile: " + a.CAFile,
+		"sessionManagerURL: " + sm.URL, "sessionManagerTokenFile: " + file, "sessionManagerAllowHTTP: true"}}})
+	creds := credentials.New(cfg, credentials.Options{})
+	if err := creds.StartAndWait(ctx); err != nil {
+		t.Fatal(err)
+	}
 	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds, KeepAlive: time.Hour})
 	cl, _ := p.Client("vc-a")
 	poll.True(t, "connected", func() bool { return cl.Health().State == vcenter.Connected })
@@ -354,6 +361,54 @@ func TestSharedSessionTokenFile(t *testing.T) {
 	reqs := sm.Requests()
 	if len(reqs) != 2 || reqs[0].Authorization != "Bearer sa-token-1" || reqs[1].Authorization != "Bearer sa-token-2" {
 		t.Fatalf("session manager requests %+v, want the file's token at each login", reqs)
+	}
+}
+
+// TestSharedSessionRefused: a bearer token goes only where it was meant
+// to. A session manager a Secret names, without its own token, is never
+// sent the token file (the Pod's service-account token by default); a
+// plain http one, even with its token, is refused unless the config allows
+// http for the vCenter. Neither is asked anything; the vCenter is down
+// with an error naming the Secret and the keys.
+func TestSharedSessionRefused(t *testing.T) {
+	f := startFleet(t)
+	a := f.VCenters[0]
+	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
+	defer cancel()
+	sm, err := a.StartSessionManager(ctx, vcsim.SessionManagerOptions{Tokens: []string{"sa-token-1", "t"}, Plain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("sa-token-1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		data  map[string]string
+		extra []string
+		want  string
+	}{
+		"a Secret's URL without token": {map[string]string{"127.0.0.1.vc-session-manager-url": sm.URL}, []string{"sessionManagerTokenFile: " + file, "sessionManagerAllowHTTP: true"},
+			"without its token (key 127.0.0.1.vc-session-manager-token)"},
+		"a Secret's plain http URL": {map[string]string{"127.0.0.1.vc-session-manager-url": sm.URL, "127.0.0.1.vc-session-manager-token": "t"}, nil,
+			"is plain http"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, creds, _ := secretCreds(t, ctx, f, tc.data, tc.extra...)
+			p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds, KeepAlive: time.Hour})
+			cl, _ := p.Client("vc-a")
+			poll.True(t, "refused", func() bool {
+				h := cl.Health()
+				return h.State != vcenter.Connected && h.LastError != nil && strings.Contains(h.LastError.Error(), tc.want)
+			})
+			if err := cl.Health().LastError; !errors.Is(err, credentials.ErrSessionManagerRefused) || strings.Contains(err.Error(), "sa-token-1") {
+				t.Errorf("health error %v", err)
+			}
+			if reqs := sm.Requests(); len(reqs) != 0 {
+				t.Errorf("the session manager was asked: %+v", reqs)
+			}
+		})
 	}
 }
 
