@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -137,5 +138,26 @@ func TestInlineModeInheritance(t *testing.T) {
 			}
 			tt.check(t, cfg.VCenters[0].Credentials.Inline)
 		})
+	}
+}
+
+// A private key pasted into the certificate field is refused at that
+// field, with what to do, and without showing the key.
+func TestCertificateFieldWithKey(t *testing.T) {
+	crt, err := os.ReadFile("../secret/testdata/solution-user.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile("../secret/testdata/solution-user.key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	text := "vcenter:\n  a:\n    server: vc-a.example.com\n    certificate: " + q(string(crt)+string(key)) + "\n    privateKey: " + q(string(key)) + "\n"
+	_, _, err = Parse("c.yaml", []byte(text), Options{})
+	errs, ok := AsErrors(err)
+	if !ok || len(errs) != 1 || errs[0].Field != `vcenter["a"].certificate` || !strings.Contains(errs[0].Message, "holds a private key block") ||
+		strings.Contains(err.Error(), strings.Split(string(key), "\n")[1]) {
+		t.Fatalf("%v", err)
 	}
 }

@@ -233,6 +233,11 @@ func FromUserPassword(user string, password Value) (Credentials, error) {
 // NewCertificate checks that certPEM holds a certificate and key its
 // private key, and that they belong together.
 func NewCertificate(certPEM string, key Value) (Certificate, error) {
+	if IsPrivateKeyPEM(certPEM) {
+		// Kept, it would be a plain string that prints (the certificate is
+		// public); the key belongs in its own field, a Value.
+		return Certificate{}, fmt.Errorf("%w: the certificate holds a private key block; give only the certificate (its CERTIFICATE blocks) there, and its key as the private key (privateKey, or the password)", ErrCertificate)
+	}
 	var leaf *x509.Certificate
 	rest := []byte(certPEM)
 	for {

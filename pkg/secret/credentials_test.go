@@ -40,7 +40,7 @@ func TestFromUserPassword(t *testing.T) {
 		{name: "key as password of a user", user: "admin@vsphere.local", password: key, err: ErrPrivateKeyAsPassword},
 		{name: "PKCS#8 key as password of a user", user: "admin@vsphere.local", password: other, err: ErrPrivateKeyAsPassword},
 		{name: "key with broken armour as password", user: "admin@vsphere.local", password: strings.ReplaceAll(key, "\n", ""), err: ErrPrivateKeyAsPassword},
-		{name: "key and certificate swapped", user: key, password: cert, err: ErrCertificate, errText: "no CERTIFICATE block"},
+		{name: "key and certificate swapped", user: key, password: cert, err: ErrCertificate, errText: "the certificate holds a private key block"},
 		{name: "an ECDSA solution user", user: read(t, "ec.crt"), password: read(t, "ec.key"), err: ErrCertificate, errText: "RSA keys only"},
 		{name: "garbage PEM certificate", user: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", password: key, err: ErrCertificate, errText: "does not parse"},
 	}
