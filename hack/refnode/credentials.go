@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"time"
 
@@ -37,6 +38,10 @@ type CredentialAnswer struct {
 	// ConnectError is Connect's error.
 	ConnectError string `json:"connectError,omitempty"`
 	Connected    bool   `json:"connected"`
+	// Mode is the login the reference chose for the credentials, by its
+	// own rules (vclib's login: a session manager URL, else a PEM
+	// username, else a password): sharedSession, certificate, password.
+	Mode string `json:"mode,omitempty"`
 }
 
 func runCredentials(timeout time.Duration, in io.Reader, out io.Writer) error {
@@ -64,6 +69,14 @@ func answerCredentials(q CredentialQuery, timeout time.Duration) CredentialAnswe
 	if err != nil {
 		a.CredentialError = err.Error()
 		return a
+	}
+	switch b, _ := pem.Decode([]byte(c.User)); {
+	case c.VCSessionManagerURL != "":
+		a.Mode = "sharedSession"
+	case b != nil:
+		a.Mode = "certificate"
+	default:
+		a.Mode = "password"
 	}
 	conn := &vclib.VSphereConnection{Hostname: q.Server, Port: q.Port, CACert: q.CAFile, RoundTripperCount: 1}
 	conn.UpdateCredentials(c.User, c.Password, c.VCSessionManagerURL, c.VCSessionManagerToken)

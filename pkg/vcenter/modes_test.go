@@ -101,7 +101,7 @@ func assertNotSent(t *testing.T, reqs []vcsim.Request, texts []string, needles [
 func soapMethods(reqs []vcsim.Request, method string) int {
 	n := 0
 	for _, r := range reqs {
-		if r.Path == "/sdk" && bytes.Contains(r.Body, []byte("<"+method+" ")) || bytes.Contains(r.Body, []byte("<"+method+">")) {
+		if r.Path == "/sdk" && (bytes.Contains(r.Body, []byte("<"+method+" ")) || bytes.Contains(r.Body, []byte("<"+method+">"))) {
 			n++
 		}
 	}
@@ -220,6 +220,15 @@ func TestCertificateNotUsable(t *testing.T) {
 		_, _, err := credentials.ParseData(map[string][]byte{"127.0.0.1.username": []byte(expired.CertPEM), "127.0.0.1.password": []byte(other.KeyPEM)})
 		if !errors.Is(err, secret.ErrCertificate) || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), `"127.0.0.1.password"`) {
 			t.Fatalf("err %v, want the key named and said not to match", err)
+		}
+		// Through a running client: the vCenter is down naming it, and
+		// nothing is sent (checked below for every case).
+		a.AddSolutionUser(other.Certificate)
+		cfg, creds, _ := secretCreds(t, ctx, f, map[string]string{"127.0.0.1.username": other.CertPEM, "127.0.0.1.password": expired.KeyPEM})
+		p := startPool(t, ctx, cfg, vcenter.Options{Credentials: creds, KeepAlive: time.Hour})
+		cl, _ := p.Client("vc-a")
+		if h := cl.Health(); h.State == vcenter.Connected || h.LastError == nil {
+			t.Fatalf("health %v %v, want not connected", h.State, h.LastError)
 		}
 	})
 	if reqs := a.Requests(); len(reqs) != 0 {

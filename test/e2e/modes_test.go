@@ -23,7 +23,13 @@ import (
 // without a restart: each change logs in anew in its mode. vc-b's config
 // holds a certificate (certificate, privateKey), vc-c's a session manager.
 // No key, token or ticket appears in the CCM's log.
-func TestCredentialModes(t *testing.T) {
+func TestCredentialModes(t *testing.T) { testCredentialModes(t, "--v=2") }
+
+// TestCredentialModesVerbose: the same at --v=10 (lowered to the cap, 7,
+// with a warning): still no key, token or ticket in the log.
+func TestCredentialModesVerbose(t *testing.T) { testCredentialModes(t, "--v=10") }
+
+func testCredentialModes(t *testing.T, verbosity string) {
 	h := setup(t)
 	a, b, c := h.fleet.VCenter("vc-a"), h.fleet.VCenter("vc-b"), h.fleet.VCenter("vc-c")
 	now := time.Now()
@@ -64,7 +70,7 @@ func TestCredentialModes(t *testing.T) {
 	}
 	setData(map[string]string{"127.0.0.1.vc-session-manager-url": smA.URL, "127.0.0.1.vc-session-manager-token": "token-a-S3ntinel"})
 
-	ccm := h.startCCM()
+	ccm := h.startCCM(verbosity)
 	h.register(t, a.VMs[0], false)
 	h.register(t, b.VMs[0], false)
 	h.register(t, c.VMs[0], true)
@@ -101,6 +107,9 @@ func TestCredentialModes(t *testing.T) {
 	}
 
 	log := ccm.LogText()
+	if verbosity == "--v=10" && !strings.Contains(log, "-v=10 lowered to 7") {
+		t.Errorf("no warning that -v=10 was lowered to the cap")
+	}
 	for _, secret := range []string{"token-a-S3ntinel", "token-c-S3ntinel", strings.Split(suA.KeyPEM, "\n")[1], strings.Split(suB.KeyPEM, "\n")[1]} {
 		if strings.Contains(log, secret) {
 			t.Errorf("a key or token appears in the CCM log %s", ccm.LogPath())

@@ -45,7 +45,7 @@ func credentialCorpus() []credentialCase {
 		{name: "shared session", data: map[string]string{s + ".vc-session-manager-url": "{sm}", s + ".vc-session-manager-token": "tok-1"}},
 		{name: "shared session and a password", data: map[string]string{s + ".vc-session-manager-url": "{sm}", s + ".vc-session-manager-token": "tok-1", s + ".username": "{user}", s + ".password": "{password}"}},
 		{name: "shared session, token refused", data: map[string]string{s + ".vc-session-manager-url": "{sm}", s + ".vc-session-manager-token": "not-a-token"}},
-		{name: "shared session without token (no service-account token here)", data: map[string]string{s + ".vc-session-manager-url": "{sm}"}},
+		{name: "shared session without token", data: map[string]string{s + ".vc-session-manager-url": "{sm}"}, differs: "secret-url-without-token"},
 		{name: "empty session-manager URL beside a password", data: map[string]string{s + ".vc-session-manager-url": "", s + ".username": "{user}", s + ".password": "{password}"}},
 		{name: "session-manager token without URL", data: map[string]string{s + ".vc-session-manager-token": "tok-1"}},
 		{name: "certificate", data: map[string]string{s + ".username": "{cert}", s + ".password": "{key}"}},
@@ -64,6 +64,7 @@ func credentialCorpus() []credentialCase {
 var deliberateCredentialDifferences = map[string]string{
 	"key-as-password":     "the reference sends a PEM private key given as the password of a user to vCenter as a password; this CCM refuses it and sends nothing",
 	"expired-certificate": "the reference asks STS for a token with an expired certificate, which STS refuses; this CCM refuses it before any request (neither connects)",
+	"secret-url-without-token": "the reference sends the Pod's service-account token to a session manager a Secret names (here it has none to send); this CCM sends it only to one the cloud-config names and refuses the Secret's URL without its token",
 }
 
 // loginCalls is what a login attempt sent, in order: the session
@@ -172,8 +173,8 @@ func TestParityCredentials(t *testing.T) {
 			ourOK, mode := ourLogin(ctx, t, v, data)
 			ourReqs, ourCalls := v.Requests()[fromVC:], loginCalls(v, sm, fromVC, fromSM)
 
-			t.Logf("reference: %v connected=%v; this CCM (mode %q): %v connected=%v", refCalls, refOK, mode, ourCalls, ourOK)
-			same := slices.Equal(refCalls, ourCalls) && refOK == ourOK
+			t.Logf("reference (mode %q): %v connected=%v; this CCM (mode %q): %v connected=%v", a.Mode, refCalls, refOK, mode, ourCalls, ourOK)
+			same := slices.Equal(refCalls, ourCalls) && refOK == ourOK && a.Mode == string(mode)
 			switch {
 			case tc.differs == "" && !same:
 				t.Errorf("the reference made %v (connected %v), this CCM %v (connected %v)", refCalls, refOK, ourCalls, ourOK)

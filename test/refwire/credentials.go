@@ -22,6 +22,9 @@ type CredentialAnswer struct {
 	CredentialError string `json:"credentialError,omitempty"`
 	ConnectError    string `json:"connectError,omitempty"`
 	Connected       bool   `json:"connected"`
+	// Mode is the login the reference chose (sharedSession, certificate,
+	// password); "" when its credential manager refused the data.
+	Mode string `json:"mode,omitempty"`
 }
 
 // StartCredentials runs refnode -credentials with env (KEY=VALUE) added;
