@@ -48,6 +48,10 @@ type yamlVCenter struct {
 	// SessionManagerTokenFile is written when not the default.
 	SessionManagerTokenFile string `json:"sessionManagerTokenFile,omitempty"`
 	SessionManagerAllowHTTP bool   `json:"sessionManagerAllowHTTP,omitempty"`
+	// SessionManagerURL stays in the config when the session manager has
+	// no token of its own: the token file (the Pod's service-account
+	// token) goes only to a session manager the config names.
+	SessionManagerURL string `json:"sessionManagerURL,omitempty"`
 }
 
 type yamlNodes struct {
@@ -171,6 +175,12 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 		}
 		y.SessionManagerTokenFile = vc.Credentials.TokenFile
 		y.SessionManagerAllowHTTP = vc.Credentials.AllowHTTP
+		if s, ok := vc.Credentials.Inline.(secret.SharedSession); ok && !s.Token.IsSet() {
+			y.SessionManagerURL = s.URL
+			f.VCenter[vc.Name] = y
+			notes = append(notes, fmt.Sprintf("vcenter %q: its session manager URL stays in the config: it has no token of its own, and the service-account token goes only to a session manager the config names", vc.Name))
+			continue
+		}
 		f.VCenter[vc.Name] = y
 		if vc.Credentials.Inline != nil {
 			moved = append(moved, InlineCredential{VCenter: vc.Name, Server: vc.Server, Credentials: vc.Credentials.Inline})
