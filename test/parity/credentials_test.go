@@ -5,6 +5,7 @@ package parity
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,7 +46,11 @@ func credentialCorpus() []credentialCase {
 		{name: "shared session", data: map[string]string{s + ".vc-session-manager-url": "{sm}", s + ".vc-session-manager-token": "tok-1"}},
 		{name: "shared session and a password", data: map[string]string{s + ".vc-session-manager-url": "{sm}", s + ".vc-session-manager-token": "tok-1", s + ".username": "{user}", s + ".password": "{password}"}},
 		{name: "shared session, token refused", data: map[string]string{s + ".vc-session-manager-url": "{sm}", s + ".vc-session-manager-token": "not-a-token"}},
-		{name: "shared session without token", data: map[string]string{s + ".vc-session-manager-url": "{sm}"}, differs: "secret-url-without-token"},
+		// Both choose a shared session and send nothing here: the reference
+		// would send the Pod's service-account token, but there is none on
+		// this machine; this CCM refuses the URL of a Secret without its
+		// token (TestResolveSessionManager, TestSharedSessionRefused).
+		{name: "shared session without token", data: map[string]string{s + ".vc-session-manager-url": "{sm}"}},
 		{name: "empty session-manager URL beside a password", data: map[string]string{s + ".vc-session-manager-url": "", s + ".username": "{user}", s + ".password": "{password}"}},
 		{name: "session-manager token without URL", data: map[string]string{s + ".vc-session-manager-token": "tok-1"}},
 		{name: "certificate", data: map[string]string{s + ".username": "{cert}", s + ".password": "{key}"}},
@@ -62,9 +67,8 @@ func credentialCorpus() []credentialCase {
 // deliberateCredentialDifferences are the cases where this CCM refuses
 // what the reference does (docs/migration.md): ours makes no request.
 var deliberateCredentialDifferences = map[string]string{
-	"key-as-password":     "the reference sends a PEM private key given as the password of a user to vCenter as a password; this CCM refuses it and sends nothing",
-	"expired-certificate": "the reference asks STS for a token with an expired certificate, which STS refuses; this CCM refuses it before any request (neither connects)",
-	"secret-url-without-token": "the reference sends the Pod's service-account token to a session manager a Secret names (here it has none to send); this CCM sends it only to one the cloud-config names and refuses the Secret's URL without its token",
+	"key-as-password":          "the reference sends a PEM private key given as the password of a user to vCenter as a password; this CCM refuses it and sends nothing",
+	"expired-certificate":      "the reference asks STS for a token with an expired certificate, which STS refuses; this CCM refuses it before any request (neither connects)",
 }
 
 // loginCalls is what a login attempt sent, in order: the session
@@ -215,11 +219,20 @@ func ourLogin(ctx context.Context, t *testing.T, v *vcsim.VCenter, data map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, _, _ := credentials.ParseData(data)
+	set, _, parseErr := credentials.ParseData(data)
 	src := staticSource{src: credentials.Sources{Secrets: map[config.SecretRef]credentials.Set{{Namespace: "kube-system", Name: "vsphere-creds"}: set}}, ch: make(chan struct{})}
+	// The mode chosen: that of the credentials used, or of those refused
+	// before any request (a certificate that cannot log in, a session
+	// manager a bearer token must not go to).
 	var mode secret.Mode
-	if c, _, err := src.Get(cfg.VCenters[0]); err == nil {
+	c, _, err := src.Get(cfg.VCenters[0])
+	switch {
+	case err == nil:
 		mode = c.Mode()
+	case errors.Is(err, credentials.ErrSessionManagerRefused):
+		mode = secret.ModeSharedSession
+	case errors.Is(parseErr, secret.ErrCertificate):
+		mode = secret.ModeCertificate
 	}
 	p, err := vcenter.NewPool(cfg, vcenter.Options{Credentials: src, RetryMin: time.Hour, RetryMax: time.Hour, KeepAlive: time.Hour})
 	if err != nil {
