@@ -67,8 +67,8 @@ func credentialCorpus() []credentialCase {
 // deliberateCredentialDifferences are the cases where this CCM refuses
 // what the reference does (docs/migration.md): ours makes no request.
 var deliberateCredentialDifferences = map[string]string{
-	"key-as-password":          "the reference sends a PEM private key given as the password of a user to vCenter as a password; this CCM refuses it and sends nothing",
-	"expired-certificate":      "the reference asks STS for a token with an expired certificate, which STS refuses; this CCM refuses it before any request (neither connects)",
+	"key-as-password":     "the reference sends a PEM private key given as the password of a user to vCenter as a password; this CCM refuses it and sends nothing",
+	"expired-certificate": "the reference asks STS for a token with an expired certificate, which STS refuses; this CCM refuses it before any request (neither connects)",
 }
 
 // loginCalls is what a login attempt sent, in order: the session
