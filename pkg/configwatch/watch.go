@@ -15,6 +15,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -110,7 +111,7 @@ func New(path string, running *config.Config, opts Options) *Watcher {
 	// it may have been swapped since. Left empty, the first check parses
 	// it and compares it with running. The CA bundles are read now: the
 	// vCenter clients read them as the process starts.
-	w.base = w.read(running).files
+	w.base, _ = readFiles(running)
 	w.seen = snapshot{files: maps.Clone(w.base)}
 	return w
 }
@@ -127,23 +128,30 @@ func namedFiles(cfg *config.Config) []string {
 	return out
 }
 
+// read reads the config file, and the files cfg names.
 func (w *Watcher) read(cfg *config.Config) snapshot {
-	s := snapshot{files: map[string][32]byte{}}
+	s := snapshot{}
 	s.config, s.configErr = os.ReadFile(w.path)
+	s.files, s.errs = readFiles(cfg)
 	if s.configErr != nil {
 		s.errs = append(s.errs, s.configErr.Error())
 	}
-	if cfg != nil {
-		for _, p := range namedFiles(cfg) {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				s.errs = append(s.errs, err.Error())
-				continue
-			}
-			s.files[p] = sha256.Sum256(b)
-		}
-	}
 	return s
+}
+
+// readFiles hashes the files cfg names; errs are those that cannot be read.
+func readFiles(cfg *config.Config) (map[string][32]byte, []string) {
+	files := map[string][32]byte{}
+	var errs []string
+	for _, p := range namedFiles(cfg) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		files[p] = sha256.Sum256(b)
+	}
+	return files, errs
 }
 
 // Outcome is what one check found.
@@ -160,7 +168,7 @@ const (
 // with the error, and whether this content was refused before.
 func (w *Watcher) Check() (Outcome, string, error, bool) {
 	now := w.read(w.running)
-	if bytes.Equal(now.config, w.seen.config) && now.key() == w.seen.key() {
+	if now.key() == w.seen.key() {
 		if w.refused != "" {
 			return Refused, "", w.refusal, true // still the refused content
 		}
@@ -180,20 +188,21 @@ func (w *Watcher) Check() (Outcome, string, error, bool) {
 	}
 	// A CA bundle that cannot be read is not a reason to refuse: the
 	// vCenter that names it is unusable until it can (the client reads it
-	// again on each connection attempt), as at start.
-	withFiles := w.read(cfg)
+	// again on each connection attempt), as at start. The new config's
+	// own bundles are read; the config file is not read again.
+	files, _ := readFiles(cfg)
 	what, err := differences(w.running, cfg)
 	if err != nil {
 		return w.refuse(now, err)
 	}
-	for _, p := range slices.Sorted(maps.Keys(withFiles.files)) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		old, ok := w.base[p]
 		switch {
 		case !ok:
 			// It appeared: the vCenter client reads it on its next
 			// attempt; later contents are changes.
-			w.base[p] = withFiles.files[p]
-		case old != withFiles.files[p]:
+			w.base[p] = files[p]
+		case old != files[p]:
 			what = append(what, "the content of "+p)
 		}
 	}
@@ -201,7 +210,7 @@ func (w *Watcher) Check() (Outcome, string, error, bool) {
 	if len(what) == 0 {
 		return Unchanged, "", nil, false // an edit that changes nothing (a comment)
 	}
-	return Changed, joinWhat(what), nil, false
+	return Changed, strings.Join(what, ", "), nil, false
 }
 
 func (w *Watcher) refuse(now snapshot, err error) (Outcome, string, error, bool) {
@@ -270,17 +279,6 @@ func sameJSON(a, b any) (bool, error) {
 		return false, fmt.Errorf("compare configs: %w", err)
 	}
 	return bytes.Equal(ja, jb), nil
-}
-
-func joinWhat(what []string) string {
-	var b bytes.Buffer
-	for i, w := range what {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(w)
-	}
-	return b.String()
 }
 
 // Run checks every interval until ctx ends or a valid change is found
