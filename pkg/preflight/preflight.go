@@ -8,7 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
 // Impact says what a difference means for the switch.
@@ -72,7 +73,7 @@ func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error, kept 
 		out = append(out, Difference{Node: node.Name, Field: field, Current: current, Would: would, Impact: impact, Why: why})
 	}
 	switch cur := node.Spec.ProviderID; {
-	case cur == "" && !uninitializedTaint(node):
+	case provider.JoinedWithoutTaint(node):
 		add("initialization", "none (no providerID, no uninitialized taint)", md.ProviderID, Note,
 			"this Node joined without the node.cloudprovider.kubernetes.io/uninitialized taint (kubelet without --cloud-provider=external, or before a CCM was installed): "+
 				"no CCM initializes it, before or after the switch. Start its kubelet with --cloud-provider=external and register it again, or set nodes.adoptUntainted: true, and this CCM has it initialized once its VM is found")
@@ -158,15 +159,4 @@ func addressesChangeDetected(current, would []v1.NodeAddress) bool {
 // Blocks reports whether any difference blocks the switch.
 func Blocks(ds []Difference) bool {
 	return slices.ContainsFunc(ds, func(d Difference) bool { return d.Impact == Blocking })
-}
-
-// uninitializedTaint tells whether the framework's node controller will
-// initialize node: it carries the cloud provider's uninitialized taint.
-func uninitializedTaint(node *v1.Node) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
-			return true
-		}
-	}
-	return false
 }
