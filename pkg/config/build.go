@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 )
@@ -206,12 +207,17 @@ func orDefault[T comparable](p *T, def T) T {
 }
 
 func (b *builder) buildGlobal(g *rawGlobal) Global {
+	if g.TokenLifetime != nil && *g.TokenLifetime >= 10*time.Second && *g.TokenLifetime < 5*time.Minute {
+		b.warnf("global.tokenLifetime", "a token lifetime of %s renews the vAPI session of every vCenter in certificate mode every %s; the default is %s",
+			*g.TokenLifetime, *g.TokenLifetime*3/4, DefaultTokenLifetime)
+	}
 	return Global{
 		SecretsDirectory:   deref(g.SecretsDirectory),
 		ConnectTimeout:     orDefault(g.ConnectTimeout, DefaultConnectTimeout),
 		RequestTimeout:     orDefault(g.RequestTimeout, DefaultRequestTimeout),
 		LoginBackoff:       orDefault(g.LoginBackoff, DefaultLoginBackoff),
 		TagRefreshInterval: orDefault(g.TagRefreshInterval, DefaultTagRefreshInterval),
+		TokenLifetime:      orDefault(g.TokenLifetime, DefaultTokenLifetime),
 	}
 }
 

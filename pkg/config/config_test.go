@@ -143,7 +143,7 @@ func TestValidFixtures(t *testing.T) {
 		}},
 		{"extensions.yaml", func(t *testing.T, cfg *Config, _ []Diagnostic) {
 			want := Global{SecretsDirectory: "/etc/cloud/credentials", ConnectTimeout: 10 * time.Second,
-				RequestTimeout: 45 * time.Second, LoginBackoff: 5 * time.Minute, TagRefreshInterval: time.Minute}
+				RequestTimeout: 45 * time.Second, LoginBackoff: 5 * time.Minute, TagRefreshInterval: time.Minute, TokenLifetime: 12 * time.Hour}
 			if diff := cmp.Diff(want, cfg.Global); diff != "" {
 				t.Errorf("global: %s", diff)
 			}

@@ -31,6 +31,7 @@ type yamlGlobal struct {
 	RequestTimeout     string `json:"requestTimeout"`
 	LoginBackoff       string `json:"loginBackoff"`
 	TagRefreshInterval string `json:"tagRefreshInterval"`
+	TokenLifetime      string `json:"tokenLifetime"`
 }
 
 type yamlVCenter struct {
@@ -122,6 +123,7 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			RequestTimeout:     cfg.Global.RequestTimeout.String(),
 			LoginBackoff:       cfg.Global.LoginBackoff.String(),
 			TagRefreshInterval: cfg.Global.TagRefreshInterval.String(),
+			TokenLifetime:      cfg.Global.TokenLifetime.String(),
 		},
 		VCenter:        map[string]yamlVCenter{},
 		HostGroupZones: cfg.HostGroupZones,

@@ -77,6 +77,7 @@ type rawGlobal struct {
 	RequestTimeout     *time.Duration `yaml:"requestTimeout" ini:"request-timeout"`
 	LoginBackoff       *time.Duration `yaml:"loginBackoff" ini:"login-backoff"`
 	TagRefreshInterval *time.Duration `yaml:"tagRefreshInterval" ini:"tag-refresh-interval"`
+	TokenLifetime      *time.Duration `yaml:"tokenLifetime" ini:"token-lifetime"`
 }
 
 type rawVCenter struct {

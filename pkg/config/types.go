@@ -34,6 +34,11 @@ const (
 	DefaultRequestTimeout     = 60 * time.Second
 	DefaultLoginBackoff       = 3 * time.Minute
 	DefaultTagRefreshInterval = 5 * time.Minute
+	// DefaultTokenLifetime is the STS token lifetime asked for in
+	// certificate mode; MaxTokenLifetime is vCenter SSO's default maximum
+	// holder-of-key token lifetime (30 days).
+	DefaultTokenLifetime = 24 * time.Hour
+	MaxTokenLifetime     = 30 * 24 * time.Hour
 	// DefaultOutOfServiceNotReadyFor and DefaultOutOfServicePoweredOffFor
 	// are nodes.outOfService's grace periods.
 	DefaultOutOfServiceNotReadyFor   = 60 * time.Second
@@ -91,6 +96,13 @@ type Global struct {
 	// TagRefreshInterval is how often tag categories and tags are re-read
 	// (default 5m, minimum 10s).
 	TagRefreshInterval time.Duration `json:"tagRefreshInterval" validate:"min=10000000000"`
+	// TokenLifetime is the lifetime asked of vCenter's STS for the token of
+	// a certificate login (default 24h, from 10s to 30 days, vCenter SSO's
+	// default maximum; STS may grant less). The vAPI session opened with a
+	// token ends with it: the session is renewed at three quarters of the
+	// granted lifetime, and the SOAP session (and with it the inventory)
+	// is kept unless vCenter ends it too.
+	TokenLifetime time.Duration `json:"tokenLifetime" validate:"min=10000000000,max=2592000000000000"`
 }
 
 // VCenter is one vCenter with every inherited value resolved.

@@ -44,7 +44,7 @@ func (ix *Index) Run(ctx context.Context, maxWait time.Duration) {
 	for ctx.Err() == nil {
 		health := ix.client.HealthChanged()
 		err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-			if st != nil && st.session != s {
+			if st != nil && st.session.VIM != s.VIM { // a new SOAP session (a renewed vAPI session keeps it)
 				old := st
 				st = nil
 				ix.store.beginPages(nil) // its pages are no longer read
@@ -250,7 +250,7 @@ func (ix *Index) interruptForInterest(ctx context.Context) {
 			continue // the loop adds the pending VMs before its next poll
 		}
 		_ = ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
-			if s != st.session {
+			if s.VIM != st.session.VIM {
 				return nil // the collector is being replaced; the next one takes every VM of interest
 			}
 			_, err := methods.CancelWaitForUpdates(ctx, s.VIM, &types.CancelWaitForUpdates{This: st.pc.Reference()})

@@ -95,11 +95,19 @@ func (o *Options) defaults(global config.Global) {
 
 // Session is a logged-in pair of clients for one vCenter: SOAP (vim25) and
 // vAPI REST (tags). Use it only inside Client.Do.
+//
+// A vAPI session alone may be replaced (renew.go): a new Session then
+// holds the same VIM, whose property collectors and views stay valid.
 type Session struct {
 	VIM  *vim25.Client
 	REST *rest.Client
 
 	mode secret.Mode // how it was opened
+	// The token lifetimes of a certificate login (zero in other modes):
+	// when the vAPI session's token is renewed, and when the SOAP
+	// session's token expires and would be renewed if vCenter ends SOAP
+	// sessions with their tokens.
+	restRenewAt, soapRenewAt, soapExpires time.Time
 }
 
 // Client is the connection to one vCenter. Its lock guards only its own
@@ -128,6 +136,11 @@ type Client struct {
 	flight     *flight.Flight // the login under way
 	firstDone  bool
 	loginCount int // successful logins, for tests and metrics
+	renewals   int // vAPI sessions renewed on a kept SOAP session
+	// soapEndsWithToken: this vCenter ended a SOAP session when its token
+	// expired, so certificate sessions are replaced before their token
+	// expires (renew.go).
+	soapEndsWithToken bool
 }
 
 func newClient(vc config.VCenter, global config.Global, opts Options) *Client {
@@ -150,6 +163,14 @@ func (c *Client) Logins() int {
 	return c.loginCount
 }
 
+// Renewals is the number of vAPI sessions renewed on a kept SOAP session
+// (a token about to expire, a vAPI session that expired alone).
+func (c *Client) Renewals() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.renewals
+}
+
 // Do runs fn with the current session, bounded by ctx and the configured
 // request timeout. If the session expired (NotAuthenticated, HTTP 401) it
 // logs in again once and retries fn once. A vCenter that is down fails at
@@ -161,8 +182,16 @@ func (c *Client) Do(ctx context.Context, fn func(context.Context, *Session) erro
 	}
 	err = c.call(ctx, s, fn)
 	if err != nil && isNotAuthenticated(err) {
-		c.log.V(2).Info("Session expired; logging in again")
-		if lerr := c.relogin(ctx, gen); lerr != nil {
+		var lerr error
+		if isRESTStatus(err, http.StatusUnauthorized) {
+			c.log.V(2).Info("vAPI session expired; opening a new one")
+			lerr = c.reloginREST(ctx, gen)
+		} else {
+			c.log.V(2).Info("Session expired; logging in again")
+			c.noteSOAPEnded(s)
+			lerr = c.relogin(ctx, gen)
+		}
+		if lerr != nil {
 			// The loop may be asleep for KeepAlive: it takes over the
 			// retries now (after the back-off of a refused login).
 			c.poke()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/session"
-	"github.com/vmware/govmomi/sts"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/soap"
@@ -24,9 +23,9 @@ import (
 //   - Password: SessionManager.Login and a REST login with the same user.
 //   - Certificate: vCenter's STS issues a holder-of-key token for the
 //     certificate (the request is signed with the private key, which is
-//     never sent); SessionManager.LoginByToken and the REST login by token
-//     use it. A token is issued for every login and used at once, so it
-//     never expires in use (its lifetime is STS's default, 5 minutes).
+//     never sent), of global.tokenLifetime (STS may grant less);
+//     SessionManager.LoginByToken and the REST login by token use it. The
+//     vAPI session ends with the token: renew.go renews it before.
 //   - SharedSession: a clone ticket from the session manager, then
 //     SessionManager.CloneSession; the REST client uses the same session,
 //     as in the reference CCM.
@@ -115,37 +114,25 @@ func (c *Client) loginCertificate(ctx context.Context, s *Session, cert secret.C
 	if err := cert.CheckValidity(c.opts.Clock.Now()); err != nil {
 		return err
 	}
-	pair, err := cert.KeyPair()
+	tok, err := c.issueToken(ctx, s.VIM, cert)
 	if err != nil {
 		return err
 	}
-	tokens, err := sts.NewClient(ctx, s.VIM)
-	if err != nil {
-		return fmt.Errorf("STS: %w", err)
-	}
-	signer, err := tokens.Issue(ctx, sts.TokenRequest{Certificate: &pair, Delegatable: true})
-	if err != nil {
-		refused := isSTSRefusal(err)
-		err = fmt.Errorf("STS issued no token for %s: %w", cert.Identity(), err)
-		if refused {
-			err = &refusedError{err: err}
-		}
-		c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
-		return err
-	}
-	header := soap.Header{Security: signer}
+	header := soap.Header{Security: tok.signer}
 	err = session.NewManager(s.VIM).LoginByToken(s.VIM.WithHeader(ctx, header))
 	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
 	if err != nil {
 		return refusal(err)
 	}
+	s.soapRenewAt, s.soapExpires = tok.renewAt, tok.expires
 	s.REST = c.newREST(s.VIM)
-	err = s.REST.LoginByToken(s.REST.WithSigner(ctx, signer))
+	err = s.REST.LoginByToken(s.REST.WithSigner(ctx, tok.signer))
 	c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
 	if err != nil {
 		c.logoutSOAP(ctx, s.VIM)
 		return refusal(err)
 	}
+	s.restRenewAt = tok.renewAt
 	return nil
 }
 

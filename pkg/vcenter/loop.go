@@ -61,7 +61,7 @@ func (c *Client) run(ctx context.Context) {
 			return
 		case err == nil:
 			bo = c.backoff()
-			wait = c.opts.KeepAlive
+			wait = c.nextCheck()
 			reported = true
 		case errors.As(err, &rej):
 			wait = max(rej.RetryAt.Sub(c.opts.Clock.Now()), c.opts.RetryMin)
@@ -107,7 +107,23 @@ func (c *Client) attempt(ctx context.Context) error {
 	if s == nil {
 		return c.relogin(ctx, gen)
 	}
+	if renew, _ := c.renewal(s); renew != nil && state == Connected {
+		return renew(ctx, gen)
+	}
 	return c.probe(ctx, s, gen)
+}
+
+// nextCheck is how long a connected client waits before its next check:
+// KeepAlive, or less when a session's token is due for renewal sooner.
+func (c *Client) nextCheck() time.Duration {
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	if s == nil {
+		return c.opts.KeepAlive
+	}
+	_, wait := c.renewal(s)
+	return max(min(c.opts.KeepAlive, wait), 0)
 }
 
 // reach makes one unauthenticated request (the SDK's version list) bounded
@@ -154,7 +170,7 @@ func (c *Client) probe(ctx context.Context, s *Session, gen uint64) error {
 		var rs *rest.Session
 		rs, err = s.REST.Session(pctx)
 		if err == nil && rs == nil {
-			err = errExpired
+			err = errRESTExpired
 		}
 	} else if err == nil {
 		err = errExpired
@@ -165,7 +181,11 @@ func (c *Client) probe(ctx context.Context, s *Session, gen uint64) error {
 		c.setStateLocked(Connected, nil)
 		c.mu.Unlock()
 		return nil
+	case errors.Is(err, errRESTExpired):
+		c.log.V(2).Info("vAPI session expired; opening a new one")
+		return c.reloginREST(ctx, gen)
 	case errors.Is(err, errExpired) || isNotAuthenticated(err):
+		c.noteSOAPEnded(s)
 		c.log.V(2).Info("Session expired; logging in again")
 		return c.relogin(ctx, gen)
 	default:

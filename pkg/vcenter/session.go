@@ -33,6 +33,13 @@ type rejection struct {
 // relogin makes sure a session newer than gen exists. Concurrent callers
 // share one login; each waits only as long as its own ctx allows.
 func (c *Client) relogin(ctx context.Context, gen uint64) error {
+	return c.once(ctx, gen, c.login)
+}
+
+// once runs login (a full login, or a vAPI session's renewal) unless a
+// session newer than gen exists; concurrent callers share one run, of
+// either kind.
+func (c *Client) once(ctx context.Context, gen uint64, login func(context.Context) error) error {
 	c.mu.Lock()
 	if c.sess != nil && c.gen != gen {
 		c.mu.Unlock()
@@ -43,7 +50,7 @@ func (c *Client) relogin(ctx context.Context, gen uint64) error {
 		// (and the next call) get its result; it is bounded by
 		// ConnectTimeout, and close ends it.
 		c.flight = c.logins.Go(ctx, c.global.ConnectTimeout, func(ctx context.Context) error {
-			err := c.login(ctx)
+			err := login(ctx)
 			c.mu.Lock()
 			c.flight = nil
 			c.mu.Unlock()

@@ -174,6 +174,11 @@ func (v *VCenter) stsGuard(listen *url.URL) http.Handler {
 			v.mu.Lock()
 			v.tokensIssued++
 			v.mu.Unlock()
+			rec := httptest.NewRecorder()
+			sim.ServeHTTP(rec, r)
+			rec.Body = bytes.NewBuffer(v.tokens.issue(body, rec.Body.Bytes()))
+			copyResponse(w, rec)
+			return
 		}
 		sim.ServeHTTP(w, r)
 	})

@@ -201,6 +201,7 @@ type VCenter struct {
 	front  *front
 	admin  *vim25.Client
 	rest   *rest.Client
+	tokens *tokenBook // STS tokens and the sessions opened with them
 
 	mu            sync.Mutex
 	password      string
@@ -231,7 +232,7 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 		return nil, err
 	}
 	v := &VCenter{Spec: spec, Model: m, password: spec.Password, CAFile: caFile, ca: ca,
-		tags: map[[2]string]string{}, cats: map[string]string{}}
+		tags: map[[2]string]string{}, cats: map[string]string{}, tokens: newTokenBook()}
 	m.Map().SessionManager().ValidLogin = v.validLogin
 
 	cert, leaf, err := ca.issue("127.0.0.1", "localhost")
@@ -251,14 +252,14 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 		m.Service.ServeMux = http.NewServeMux()
 	}
 	v.guard = newPollGuard(m.Service.ServeSDK)
-	m.Service.ServeMux.Handle("POST /sdk", v.recorded(v.guard))
+	m.Service.ServeMux.Handle("POST /sdk", v.recorded(v.tokens.soapHandler(v.guard)))
 	sts := v.recorded(v.stsGuard(m.Service.Listen))
 	for _, p := range stsPaths {
 		m.Service.ServeMux.Handle("POST "+p, sts)
 	}
 	vapi := &lateHandler{}
 	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch, http.MethodPut} {
-		m.Service.ServeMux.Handle(method+" /rest/", v.bridgeREST(vapi))
+		m.Service.ServeMux.Handle(method+" /rest/", v.tokens.restHandler(v.bridgeREST(vapi)))
 	}
 	v.server = m.Service.NewServer()
 	// The vAPI simulator, registered by NewServer for every method at

@@ -1,0 +1,177 @@
+package vcenter_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// TestWeekOfRenewals runs a week of the fake clock, in 5 minute steps, on
+// one vCenter whose STS tokens expire (1 hour asked and granted): after
+// every step the client must be connected, a SOAP and a REST call must
+// succeed, and a lookup in the inventory must find its VM. It counts the
+// logins, vAPI renewals and full inventory reads:
+//
+//   - certificate, as vCenter documents it (the vAPI session ends with its
+//     token, the SOAP session does not): one login, a vAPI renewal every
+//     45 minutes (224), one inventory read, and the inventory current at
+//     every step;
+//   - certificate, on a vCenter that ends SOAP sessions with their token
+//     too: the first expiry is noticed when it happens (a login and a
+//     read), then every session is replaced 15 minutes before its token
+//     expires, each with a full read;
+//   - session manager: the cloned session is kept alive, nothing is
+//     renewed.
+//
+// No session is ever used after its token expired (the simulator counts
+// requests refused for that).
+func TestWeekOfRenewals(t *testing.T) {
+	const (
+		lifetime = time.Hour
+		step     = 5 * time.Minute
+		week     = 7 * 24 * time.Hour
+	)
+	cases := []struct {
+		name    string
+		mode    string
+		endSOAP bool
+		// logins and reads: exact, or at least min and at most max.
+		minLogins, maxLogins int
+		renewals             int
+		gapsAllowed          bool
+	}{
+		{name: "certificate", mode: "certificate", minLogins: 1, maxLogins: 1, renewals: int(week / (lifetime * 3 / 4))},
+		{name: "certificate, SOAP ends with the token", mode: "certificate", endSOAP: true,
+			// 45 minutes into each token: a login a lifetime's three
+			// quarters, after the first (renewed alone, then ended).
+			minLogins: int(week/(lifetime*3/4)) - 2, maxLogins: int(week/(lifetime*3/4)) + 2, renewals: 1, gapsAllowed: true},
+		{name: "session manager", mode: "shared", minLogins: 1, maxLogins: 1, renewals: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(quiet(t), 5*time.Minute)
+			defer cancel()
+			f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(f.Close)
+			a := f.VCenters[0]
+			clk := clocktesting.NewFakeClock(time.Now())
+			a.SetTokenPolicy(vcsim.TokenPolicy{EndSOAP: tc.endSOAP, Clock: clk})
+
+			quote := func(s string) string { q, _ := json.Marshal(s); return string(q) }
+			extra := []string{"caFile: " + a.CAFile}
+			switch tc.mode {
+			case "certificate":
+				su, err := vcsim.NewSolutionUser("ccm", clk.Now().Add(-time.Hour), clk.Now().Add(30*24*time.Hour))
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.AddSolutionUser(su.Certificate)
+				extra = append(extra, "certificate: "+quote(su.CertPEM), "privateKey: "+quote(su.KeyPEM))
+			case "shared":
+				sm, err := a.StartSessionManager(ctx, vcsim.SessionManagerOptions{Tokens: []string{"week-token"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(sm.Close)
+				extra = append(extra, "sessionManagerURL: "+sm.URL, "sessionManagerToken: week-token")
+			}
+			cfg := parseConfig(t, f, []string{"tokenLifetime: " + lifetime.String()}, map[string]vcConfig{"vc-a": {extra: extra}})
+			p := startPool(t, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+			cl, _ := p.Client("vc-a")
+			poll.True(t, "vc-a connected", func() bool { return cl.Health().State == vcenter.Connected })
+			inv := inventory.New([]inventory.Client{cl}, inventory.Options{MaxWait: time.Second})
+			inv.Start(ctx)
+			t.Cleanup(inv.Wait)
+			if err := inv.WaitForSync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ix := inv.Index("vc-a")
+			vm := a.VMs[0]
+
+			gaps, learnt, endedWhenLearnt := 0, false, 0
+			for elapsed := time.Duration(0); elapsed < week; elapsed += step {
+				clk.Step(step)
+				// Sync point: the client loop has done what the step made
+				// due and waits on the clock again.
+				waitFor(t, "the client loop waiting again", func() bool { return clk.Waiters() == 1 })
+				if tc.endSOAP {
+					// A new session's full read: minutes of the clock pass
+					// before the next step, and it takes milliseconds here.
+					waitFor(t, "the inventory read on the new session", func() bool { return ix.FullReads() == uint64(cl.Logins()) })
+				}
+				if !learnt && cl.Logins() > 1 {
+					learnt, endedWhenLearnt = true, a.TokenStats().SOAPEnded
+				}
+				if h := cl.Health(); h.State != vcenter.Connected {
+					t.Fatalf("at %s: vc-a %s: %v", elapsed+step, h.State, h.LastError)
+				}
+				if err := cl.Do(ctx, soapAndREST); err != nil {
+					t.Fatalf("at %s: a call failed: %v", elapsed+step, err)
+				}
+				if _, err := inv.FindByUUID(ctx, vm.UUID); err != nil {
+					t.Fatalf("at %s: lookup of %s failed: %v", elapsed+step, vm.Name, err)
+				}
+				if complete, _, _ := ix.Status(); !complete {
+					gaps++
+					if !tc.gapsAllowed {
+						t.Fatalf("at %s: the inventory is not current", elapsed+step)
+					}
+				}
+			}
+			st := a.TokenStats()
+			logins, renewals, reads := cl.Logins(), cl.Renewals(), ix.FullReads()
+			t.Logf("a week: %d logins, %d vAPI renewals, %d full inventory reads, %d steps not current; STS issued %d tokens; sessions ended by their token and then used: SOAP %d, REST %d",
+				logins, renewals, reads, gaps, st.Issued, st.SOAPEnded, st.RESTEnded)
+			if logins < tc.minLogins || logins > tc.maxLogins {
+				t.Errorf("%d logins, want %d to %d", logins, tc.minLogins, tc.maxLogins)
+			}
+			if renewals != tc.renewals {
+				t.Errorf("%d vAPI renewals, want %d", renewals, tc.renewals)
+			}
+			if reads != uint64(logins) {
+				t.Errorf("%d full inventory reads, want one per login (%d): a vAPI renewal must not read the inventory again", reads, logins)
+			}
+			if st.RESTEnded != 0 {
+				t.Errorf("%d requests on vAPI sessions whose token had expired, want none (renewed before)", st.RESTEnded)
+			}
+			if st.ExpiredLogins != 0 {
+				t.Errorf("%d logins with an expired token", st.ExpiredLogins)
+			}
+			if tc.mode == "certificate" {
+				if want := logins + renewals; st.Issued != want {
+					t.Errorf("STS issued %d tokens, want one per login and renewal (%d)", st.Issued, want)
+				}
+				if st.LastRequested != lifetime || st.LastGranted != lifetime {
+					t.Errorf("token lifetime asked %s, granted %s; want %s", st.LastRequested, st.LastGranted, lifetime)
+				}
+			}
+			if tc.endSOAP && st.SOAPEnded != endedWhenLearnt {
+				t.Errorf("%d requests on SOAP sessions whose token had expired, %d of them after the first expiry taught the client; want none after", st.SOAPEnded, st.SOAPEnded-endedWhenLearnt)
+			}
+		})
+	}
+}
+
+// waitFor waits for cond, checking often: the week's thousands of steps
+// each wait for the client loop.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
