@@ -14,7 +14,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
-// TestWeekOfRenewals runs a week of the fake clock, in 5 minute steps, on
+// TestWeekOfRenewals runs a week of the fake clock, in 15 minute steps, on
 // one vCenter whose STS tokens expire (1 hour asked and granted): after
 // every step the client must be connected, a SOAP and a REST call must
 // succeed, and a lookup in the inventory must find its VM. It counts the
@@ -36,7 +36,7 @@ import (
 func TestWeekOfRenewals(t *testing.T) {
 	const (
 		lifetime = time.Hour
-		step     = 5 * time.Minute
+		step     = 15 * time.Minute
 		week     = 7 * 24 * time.Hour
 	)
 	cases := []struct {
@@ -109,6 +109,7 @@ func TestWeekOfRenewals(t *testing.T) {
 					// A new session's full read: minutes of the clock pass
 					// before the next step, and it takes milliseconds here.
 					waitFor(t, "the inventory read on the new session", func() bool { return ix.FullReads() == uint64(cl.Logins()) })
+					waitFor(t, "the old session logged out", func() bool { n, err := a.CountSessions(ctx); return err == nil && n == 1 })
 				}
 				if !learnt && cl.Logins() > 1 {
 					learnt, endedWhenLearnt = true, a.TokenStats().SOAPEnded

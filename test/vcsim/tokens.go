@@ -81,7 +81,7 @@ type TokenStats struct {
 	// those refused because their token had expired.
 	SOAPLogins, RESTLogins, ExpiredLogins int
 	// SOAPEnded and RESTEnded are requests refused because the session's
-	// token had expired (each ends its session).
+	// token had expired, logouts not counted.
 	SOAPEnded, RESTEnded int
 }
 
@@ -193,11 +193,18 @@ func (b *tokenBook) soapHandler(next http.Handler) http.Handler {
 		b.mu.Lock()
 		id, bound := b.soap[cookie]
 		ended := bound && b.policy.EndSOAP && !b.validLocked(id)
-		if ended {
+		logout := bytes.Contains(body, []byte("<Logout"))
+		if ended && !logout {
 			b.stats.SOAPEnded++
 		}
+		if logout {
+			// Gone: what follows is the simulator's to refuse. A logout of
+			// an ended session goes on, so that the simulator forgets it
+			// too.
+			delete(b.soap, cookie)
+		}
 		b.mu.Unlock()
-		if ended {
+		if ended && !logout {
 			writeFault(w, notAuthenticatedFault)
 			return
 		}
@@ -237,13 +244,18 @@ func (b *tokenBook) restHandler(next http.Handler) http.Handler {
 			return
 		}
 		b.mu.Lock()
-		id, bound := b.rest[r.Header.Get(restSessionHeader)]
+		sid := r.Header.Get(restSessionHeader)
+		id, bound := b.rest[sid]
 		ended := bound && !b.validLocked(id)
-		if ended {
+		logout := r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/com/vmware/cis/session")
+		if ended && !logout {
 			b.stats.RESTEnded++
 		}
+		if logout {
+			delete(b.rest, sid)
+		}
 		b.mu.Unlock()
-		if ended {
+		if ended && !logout {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
