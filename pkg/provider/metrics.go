@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"k8s.io/component-base/metrics"
@@ -22,13 +23,18 @@ type Metrics struct {
 	up           *metrics.GaugeVec
 	inventoryVMs *metrics.GaugeVec
 	inventoryAge *metrics.GaugeVec
-	unreadable   *metrics.GaugeVec
-	tagAge       *metrics.GaugeVec
-	lookups      *metrics.CounterVec
-	calls        *metrics.CounterVec
-	verdicts     *metrics.CounterVec
-	vcDownFor    *metrics.GaugeVec
-	unserved     *metrics.GaugeVec
+	// fullReads counts the indexes' full reads; readsSeen is what each
+	// index had counted at the last refresh (refresh adds the difference).
+	fullReads  *metrics.CounterVec
+	readsMu    sync.Mutex
+	readsSeen  map[string]uint64
+	unreadable *metrics.GaugeVec
+	tagAge     *metrics.GaugeVec
+	lookups    *metrics.CounterVec
+	calls      *metrics.CounterVec
+	verdicts   *metrics.CounterVec
+	vcDownFor  *metrics.GaugeVec
+	unserved   *metrics.GaugeVec
 }
 
 const namespace = "vsphere_ccm"
@@ -95,6 +101,10 @@ func newMetrics() *Metrics {
 			Help: "VMs in the inventory of each vCenter.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		inventoryAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_sync_age_seconds",
 			Help: "Seconds since the inventory of each vCenter was last confirmed current, or since the provider started when it never was.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		fullReads: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "inventory_full_reads_total",
+			Help:           "Full reads of each vCenter's inventory: one at start, then one per new SOAP session or lost property collector (a renewed vAPI session reads nothing again). Each reads every VM in scope again; a steady rise is session churn.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		readsSeen: map[string]uint64{},
 		unreadable: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_unreadable_vms",
 			Help:           "VMs of each vCenter whose identity cannot be read (no BIOS UUID, or connection state inaccessible, orphaned or invalid); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
@@ -119,7 +129,7 @@ func newMetrics() *Metrics {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
 }
 
 // Request implements vcenter.Observer.
@@ -188,10 +198,21 @@ func (m *Metrics) Refresh(p *Provider) {
 			m.inventoryVMs.WithLabelValues(c.Name()).Set(float64(ix.Len()))
 			m.inventoryAge.WithLabelValues(c.Name()).Set(age(at))
 			m.unreadable.WithLabelValues(c.Name()).Set(float64(len(ix.Unreadable())))
+			m.addReads(c.Name(), ix.FullReads())
 		}
 		if tc := p.topo.Cache(c.Name()); tc != nil {
 			_, at, _ := tc.Status()
 			m.tagAge.WithLabelValues(c.Name()).Set(age(at))
 		}
+	}
+}
+
+// addReads adds the full reads vc's index counted since the last refresh.
+func (m *Metrics) addReads(vc string, n uint64) {
+	m.readsMu.Lock()
+	defer m.readsMu.Unlock()
+	if n > m.readsSeen[vc] {
+		m.fullReads.WithLabelValues(vc).Add(float64(n - m.readsSeen[vc]))
+		m.readsSeen[vc] = n
 	}
 }

@@ -103,7 +103,7 @@ vsphere_ccm_vm_absence_verdicts_total{verdict="unproven"} 0
 		}
 	}
 	for _, name := range []string{"vsphere_ccm_vcenter_requests_total", "vsphere_ccm_vcenter_request_duration_seconds",
-		"vsphere_ccm_inventory_vms", "vsphere_ccm_inventory_sync_age_seconds", "vsphere_ccm_tag_cache_age_seconds"} {
+		"vsphere_ccm_inventory_vms", "vsphere_ccm_inventory_sync_age_seconds", "vsphere_ccm_inventory_full_reads_total", "vsphere_ccm_tag_cache_age_seconds"} {
 		if !seen[name] {
 			t.Errorf("metric %s missing", name)
 		}
