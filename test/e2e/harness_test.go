@@ -182,6 +182,19 @@ func (h *harness) setSecret(t *testing.T, name, user, pass string, create bool) 
 	must.OK(t, err)
 }
 
+// setSecretData replaces the data of vc-a's Secret.
+func (h *harness) setSecretData(t *testing.T, data map[string]string) {
+	t.Helper()
+	s, err := h.kube.CoreV1().Secrets("kube-system").Get(h.ctx, secretName, metav1.GetOptions{})
+	must.OK(t, err)
+	s.Data = map[string][]byte{}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	_, err = h.kube.CoreV1().Secrets("kube-system").Update(h.ctx, s, metav1.UpdateOptions{})
+	must.OK(t, err)
+}
+
 // register creates a Node the way kubelet --cloud-provider=external does.
 func (h *harness) register(t *testing.T, vm vcsim.VM, swapped bool) {
 	t.Helper()

@@ -4,12 +4,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
@@ -58,16 +58,7 @@ func testCredentialModes(t *testing.T, verbosity string) {
 		cfg = strings.Replace(cfg, "    user: "+v.User+"\n    password: "+v.Password+"\n", "", 1)
 	}
 	must.OK(t, os.WriteFile(h.cfgPath, []byte(cfg), 0o600))
-	setData := func(data map[string]string) {
-		s, err := h.kube.CoreV1().Secrets("kube-system").Get(h.ctx, secretName, metav1.GetOptions{})
-		must.OK(t, err)
-		s.Data = map[string][]byte{}
-		for k, v := range data {
-			s.Data[k] = []byte(v)
-		}
-		_, err = h.kube.CoreV1().Secrets("kube-system").Update(h.ctx, s, metav1.UpdateOptions{})
-		must.OK(t, err)
-	}
+	setData := func(data map[string]string) { h.setSecretData(t, data) }
 	setData(map[string]string{"127.0.0.1.vc-session-manager-url": smA.URL, "127.0.0.1.vc-session-manager-token": "token-a-S3ntinel"})
 
 	ccm := h.startCCM(verbosity)
@@ -119,5 +110,96 @@ func testCredentialModes(t *testing.T, verbosity string) {
 		if r.Ticket != "" && strings.Contains(log, r.Ticket) {
 			t.Errorf("a session ticket appears in the CCM log %s", ccm.LogPath())
 		}
+	}
+}
+
+// TestCertificateTokenLifetimes: every vCenter in certificate mode (vc-a's
+// certificate from the Secret, the others' from the config) with a 20 s
+// token lifetime, as STS grants it. Across four lifetimes (over a minute)
+// every vCenter stays up and usable, with one SOAP session and one
+// inventory read each: each vAPI session is renewed with a new token at
+// three quarters of its lifetime and never used after its token expired,
+// and a Node registered at the end is initialized with its zone (tags read
+// on the renewed vAPI session).
+func TestCertificateTokenLifetimes(t *testing.T) {
+	h := setup(t)
+	const lifetime = 20 * time.Second
+	now := time.Now()
+	quote := func(s string) string { q, _ := json.Marshal(s); return string(q) }
+	per := map[string][]string{}
+	var vcs []*vcsim.VCenter
+	for _, v := range h.fleet.VCenters {
+		su, err := vcsim.NewSolutionUser("ccm-"+v.Name, now.Add(-time.Hour), now.Add(24*time.Hour))
+		must.OK(t, err)
+		v.AddSolutionUser(su.Certificate)
+		vcs = append(vcs, v)
+		if v.Name == "vc-a" {
+			h.setSecretData(t, map[string]string{"127.0.0.1.username": su.CertPEM, "127.0.0.1.password": su.KeyPEM})
+			continue
+		}
+		per[v.Name] = []string{"certificate: " + quote(su.CertPEM), "privateKey: " + quote(su.KeyPEM)}
+	}
+	h.writeConfig(per)
+	raw, err := os.ReadFile(h.cfgPath)
+	must.OK(t, err)
+	cfg := strings.Replace(string(raw), "global:\n", "global:\n  tokenLifetime: "+lifetime.String()+"\n", 1)
+	for _, v := range vcs[1:] {
+		cfg = strings.Replace(cfg, "    user: "+v.User+"\n    password: "+v.Password+"\n", "", 1)
+	}
+	must.OK(t, os.WriteFile(h.cfgPath, []byte(cfg), 0o600))
+
+	ccm := h.startCCM()
+	vms := h.fleet.VMs()
+	last := vms[len(vms)-1]
+	for i, vm := range vms[:len(vms)-1] {
+		h.register(t, vm, i%2 == 1)
+	}
+	h.waitInitialized(t, vms[:len(vms)-1]...)
+
+	// Four lifetimes: the fifth vAPI login of every vCenter (the first and
+	// four renewals, 15 s apart). Meanwhile every vCenter stays usable.
+	poll.NoError(t, "four vAPI renewals on every vCenter", 3*lifetime+lifetime*2, func() error {
+		body, err := ccm.Get("/metrics")
+		if err != nil {
+			return err
+		}
+		for _, v := range vcs {
+			if !strings.Contains(body, `vsphere_ccm_vcenter_unusable_seconds{vcenter="`+v.Name+`"} 0`) {
+				t.Fatalf("%s became unusable while its tokens were renewed", v.Name)
+			}
+		}
+		for _, v := range vcs {
+			if st := v.TokenStats(); st.RESTLogins < 5 {
+				return fmt.Errorf("%s: %d vAPI logins so far", v.Name, st.RESTLogins)
+			}
+		}
+		return nil
+	})
+	h.register(t, last, false)
+	h.waitInitialized(t, last)
+
+	body, err := ccm.Get("/metrics")
+	must.OK(t, err)
+	for _, v := range vcs {
+		st := v.TokenStats()
+		t.Logf("%s: %+v", v.Name, st)
+		if st.SOAPLogins != 1 {
+			t.Errorf("%s: %d SOAP logins, want 1: the SOAP session (and the inventory) is kept", v.Name, st.SOAPLogins)
+		}
+		if st.RESTEnded != 0 || st.ExpiredLogins != 0 {
+			t.Errorf("%s: %d requests on vAPI sessions whose token expired, %d logins with an expired token; want none", v.Name, st.RESTEnded, st.ExpiredLogins)
+		}
+		if st.LastRequested != lifetime || st.LastGranted != lifetime {
+			t.Errorf("%s: token lifetime asked %s, granted %s; want %s", v.Name, st.LastRequested, st.LastGranted, lifetime)
+		}
+		if want := `vsphere_ccm_inventory_full_reads_total{vcenter="` + v.Name + `"} 1`; !strings.Contains(body, want) {
+			t.Errorf("%s: want one full inventory read (%s)", v.Name, want)
+		}
+		if v.Logins() != 0 {
+			t.Errorf("%s: %d password logins, want none", v.Name, v.Logins())
+		}
+	}
+	if n, err := h.node(last.Name); err != nil || n.Labels["topology.kubernetes.io/zone"] == "" {
+		t.Errorf("%s: no zone after the renewals: %v", last.Name, err)
 	}
 }
