@@ -3,6 +3,9 @@ package vcenter_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -166,7 +169,7 @@ func TestWeekOfRenewals(t *testing.T) {
 
 // waitFor waits for cond, checking often: the week's thousands of steps
 // each wait for the client loop.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -175,4 +178,73 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
+}
+
+// BenchmarkRenewal measures what keeping a certificate login costs: the
+// renewal of its vAPI session alone (a new STS token, signed with the key,
+// and a vAPI login; the SOAP session and the inventory kept), against a
+// new SOAP session, which a vCenter that ends SOAP sessions with their
+// token forces: a full inventory read of BENCH_VMS VMs (default 2000)
+// until the index is current again (the SOAP login itself costs about what
+// a vAPI login does).
+func BenchmarkRenewal(b *testing.B) {
+	vms := 2000
+	if s := os.Getenv("BENCH_VMS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			vms = n
+		}
+	}
+	ctx := quiet(b)
+	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Hosts: 2, VMs: 2, Copies: max(vms-2, 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	a := f.VCenters[0]
+	clk := clocktesting.NewFakeClock(time.Now())
+	a.SetTokenPolicy(vcsim.TokenPolicy{Clock: clk})
+	su, err := vcsim.NewSolutionUser("ccm", clk.Now().Add(-time.Hour), clk.Now().Add(24*time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	a.AddSolutionUser(su.Certificate)
+	quote := func(s string) string { q, _ := json.Marshal(s); return string(q) }
+	cfg := parseConfig(b, f, []string{"tokenLifetime: 1h"}, map[string]vcConfig{"vc-a": {extra: []string{
+		"caFile: " + a.CAFile, "certificate: " + quote(su.CertPEM), "privateKey: " + quote(su.KeyPEM)}}})
+	p := startPool(b, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	cl, _ := p.Client("vc-a")
+	inv := inventory.New([]inventory.Client{cl}, inventory.Options{MaxWait: time.Second})
+	inv.Start(ctx)
+	defer inv.Wait()
+	if err := inv.WaitForSync(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ix := inv.Index("vc-a")
+	b.Logf("%d VMs in the inventory", ix.Len())
+
+	b.Run("vapi-renewal", func(b *testing.B) {
+		for b.Loop() {
+			n := cl.Renewals()
+			waitFor(b, "the client loop waiting", func() bool { return clk.Waiters() == 1 })
+			clk.Step(time.Hour) // past the renewal time
+			waitFor(b, "a renewal", func() bool { return cl.Renewals() > n })
+		}
+		if reads := ix.FullReads(); reads != 1 {
+			b.Fatalf("%d full reads after vAPI renewals, want 1", reads)
+		}
+	})
+	b.Run(fmt.Sprintf("full-read-%dvms", vms), func(b *testing.B) {
+		// What a new SOAP session costs the inventory: a collector set up
+		// and every VM's identity read, until the index is current.
+		for b.Loop() {
+			rctx, cancel := context.WithCancel(ctx)
+			again := inventory.New([]inventory.Client{cl}, inventory.Options{MaxWait: time.Second})
+			again.Start(rctx)
+			if err := again.WaitForSync(rctx); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+			again.Wait()
+		}
+	})
 }
