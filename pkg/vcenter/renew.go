@@ -155,10 +155,15 @@ func (c *Client) logoutREST(rc *rest.Client) {
 }
 
 // noteSOAPEnded records a SOAP session of a certificate login that ended
-// after its token's renewal time: this vCenter ends SOAP sessions with
+// when its token expired (within the last twentieth of its lifetime, for
+// the clocks' skew and the request's own time; an administrator ending a
+// session earlier teaches nothing): this vCenter ends SOAP sessions with
 // their tokens, so from now on sessions are replaced before.
 func (c *Client) noteSOAPEnded(s *Session) {
-	if s == nil || s.mode != secret.ModeCertificate || s.soapRenewAt.IsZero() || c.opts.Clock.Now().Before(s.soapRenewAt) {
+	if s == nil || s.mode != secret.ModeCertificate || s.soapRenewAt.IsZero() {
+		return
+	}
+	if c.opts.Clock.Now().Before(s.soapExpires.Add(-s.soapExpires.Sub(s.soapRenewAt) / 5)) {
 		return
 	}
 	c.mu.Lock()

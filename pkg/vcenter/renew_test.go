@@ -62,44 +62,8 @@ func TestWeekOfRenewals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(quiet(t), 5*time.Minute)
 			defer cancel()
-			f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(f.Close)
-			a := f.VCenters[0]
-			clk := clocktesting.NewFakeClock(time.Now())
-			a.SetTokenPolicy(vcsim.TokenPolicy{EndSOAP: tc.endSOAP, Clock: clk})
-
-			quote := func(s string) string { q, _ := json.Marshal(s); return string(q) }
-			extra := []string{"caFile: " + a.CAFile}
-			switch tc.mode {
-			case "certificate":
-				su, err := vcsim.NewSolutionUser("ccm", clk.Now().Add(-time.Hour), clk.Now().Add(30*24*time.Hour))
-				if err != nil {
-					t.Fatal(err)
-				}
-				a.AddSolutionUser(su.Certificate)
-				extra = append(extra, "certificate: "+quote(su.CertPEM), "privateKey: "+quote(su.KeyPEM))
-			case "shared":
-				sm, err := a.StartSessionManager(ctx, vcsim.SessionManagerOptions{Tokens: []string{"week-token"}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(sm.Close)
-				extra = append(extra, "sessionManagerURL: "+sm.URL, "sessionManagerToken: week-token")
-			}
-			cfg := parseConfig(t, f, []string{"tokenLifetime: " + lifetime.String()}, map[string]vcConfig{"vc-a": {extra: extra}})
-			p := startPool(t, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
-			cl, _ := p.Client("vc-a")
-			poll.True(t, "vc-a connected", func() bool { return cl.Health().State == vcenter.Connected })
-			inv := inventory.New([]inventory.Client{cl}, inventory.Options{MaxWait: time.Second})
-			inv.Start(ctx)
-			t.Cleanup(inv.Wait)
-			if err := inv.WaitForSync(ctx); err != nil {
-				t.Fatal(err)
-			}
-			ix := inv.Index("vc-a")
+			r := startTokenRig(t, ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 2}, tc.mode, lifetime, tc.endSOAP)
+			a, clk, cl, inv, ix := r.vc, r.clk, r.client, r.inv, r.ix
 			vm := a.VMs[0]
 
 			gaps, learnt, endedWhenLearnt := 0, false, 0
@@ -195,31 +159,8 @@ func BenchmarkRenewal(b *testing.B) {
 		}
 	}
 	ctx := quiet(b)
-	f, err := vcsim.Start(ctx, vcsim.Spec{Name: "vc-a", Hosts: 2, VMs: 2, Copies: max(vms-2, 0)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	a := f.VCenters[0]
-	clk := clocktesting.NewFakeClock(time.Now())
-	a.SetTokenPolicy(vcsim.TokenPolicy{Clock: clk})
-	su, err := vcsim.NewSolutionUser("ccm", clk.Now().Add(-time.Hour), clk.Now().Add(24*time.Hour))
-	if err != nil {
-		b.Fatal(err)
-	}
-	a.AddSolutionUser(su.Certificate)
-	quote := func(s string) string { q, _ := json.Marshal(s); return string(q) }
-	cfg := parseConfig(b, f, []string{"tokenLifetime: 1h"}, map[string]vcConfig{"vc-a": {extra: []string{
-		"caFile: " + a.CAFile, "certificate: " + quote(su.CertPEM), "privateKey: " + quote(su.KeyPEM)}}})
-	p := startPool(b, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
-	cl, _ := p.Client("vc-a")
-	inv := inventory.New([]inventory.Client{cl}, inventory.Options{MaxWait: time.Second})
-	inv.Start(ctx)
-	defer inv.Wait()
-	if err := inv.WaitForSync(ctx); err != nil {
-		b.Fatal(err)
-	}
-	ix := inv.Index("vc-a")
+	r := startTokenRig(b, ctx, vcsim.Spec{Name: "vc-a", Hosts: 2, VMs: 2, Copies: max(vms-2, 0)}, "certificate", time.Hour, false)
+	clk, cl, ix := r.clk, r.client, r.ix
 	b.Logf("%d VMs in the inventory", ix.Len())
 
 	b.Run("vapi-renewal", func(b *testing.B) {
@@ -247,4 +188,86 @@ func BenchmarkRenewal(b *testing.B) {
 			again.Wait()
 		}
 	})
+}
+
+// tokenRig is one simulated vCenter whose tokens expire on a fake clock,
+// a client logged in to it in mode ("certificate" or "shared") with
+// tokenLifetime lifetime, and an inventory on the client.
+type tokenRig struct {
+	vc     *vcsim.VCenter
+	clk    *clocktesting.FakeClock
+	client *vcenter.Client
+	inv    *inventory.Inventory
+	ix     *inventory.Index
+}
+
+func startTokenRig(t testing.TB, ctx context.Context, spec vcsim.Spec, mode string, lifetime time.Duration, endSOAP bool) tokenRig {
+	t.Helper()
+	f, err := vcsim.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	a := f.VCenters[0]
+	clk := clocktesting.NewFakeClock(time.Now())
+	a.SetTokenPolicy(vcsim.TokenPolicy{EndSOAP: endSOAP, Clock: clk})
+	quote := func(s string) string { q, _ := json.Marshal(s); return string(q) }
+	extra := []string{"caFile: " + a.CAFile}
+	switch mode {
+	case "certificate":
+		su, err := vcsim.NewSolutionUser("ccm", clk.Now().Add(-time.Hour), clk.Now().Add(30*24*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.AddSolutionUser(su.Certificate)
+		extra = append(extra, "certificate: "+quote(su.CertPEM), "privateKey: "+quote(su.KeyPEM))
+	case "shared":
+		sm, err := a.StartSessionManager(ctx, vcsim.SessionManagerOptions{Tokens: []string{"rig-token"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(sm.Close)
+		extra = append(extra, "sessionManagerURL: "+sm.URL, "sessionManagerToken: rig-token")
+	}
+	cfg := parseConfig(t, f, []string{"tokenLifetime: " + lifetime.String()}, map[string]vcConfig{spec.Name: {extra: extra}})
+	p := startPool(t, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	cl, _ := p.Client(spec.Name)
+	poll.True(t, spec.Name+" connected", func() bool { return cl.Health().State == vcenter.Connected })
+	inv := inventory.New([]inventory.Client{cl}, inventory.Options{MaxWait: time.Second})
+	inv.Start(ctx)
+	t.Cleanup(inv.Wait)
+	if err := inv.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return tokenRig{vc: a, clk: clk, client: cl, inv: inv, ix: inv.Index(spec.Name)}
+}
+
+// TestSessionEndedEarlyTeachesNothing: a SOAP session an administrator ends
+// after its token's renewal time but 10 minutes before it expires gets a
+// new login, and the next renewal is still of the vAPI session alone (the
+// vCenter is not taken for one that ends SOAP sessions with their token).
+func TestSessionEndedEarlyTeachesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(quiet(t), 2*time.Minute)
+	defer cancel()
+	r := startTokenRig(t, ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 1}, "certificate", time.Hour, false)
+	waitFor(t, "the client loop waiting", func() bool { return r.clk.Waiters() == 1 })
+	r.clk.Step(50 * time.Minute) // past the renewal at 45 minutes: the vAPI session is renewed
+	waitFor(t, "a vAPI renewal", func() bool { return r.client.Renewals() == 1 })
+	waitFor(t, "the client loop waiting again", func() bool { return r.clk.Waiters() == 1 })
+	if n, err := r.vc.TerminateSessions(ctx); err != nil || n != 1 {
+		t.Fatalf("terminated %d sessions: %v", n, err)
+	}
+	if err := r.client.Do(ctx, soapAndREST); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.client.Logins(); got != 2 {
+		t.Fatalf("%d logins after the session was ended, want 2", got)
+	}
+	// The new session's token: 45 minutes on, its vAPI session is renewed
+	// alone.
+	r.clk.Step(46 * time.Minute)
+	waitFor(t, "a second vAPI renewal", func() bool { return r.client.Renewals() == 2 })
+	if got := r.client.Logins(); got != 2 {
+		t.Errorf("%d logins, want 2: the renewal replaced the SOAP session", got)
+	}
 }
