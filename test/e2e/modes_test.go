@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
