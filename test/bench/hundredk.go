@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -32,6 +33,13 @@ type hundredKOptions struct {
 	// reads its inventories (a new cluster coming up with its CCM), instead
 	// of after.
 	cold bool
+	// runs is the number of rounds; pinned puts the simulators and the
+	// registration (this process) on CPU 0 and the API server, etcd and
+	// the CCM on the other CPUs; baseline is another CCM binary measured
+	// in the same rounds.
+	runs     int
+	pinned   bool
+	baseline string
 }
 
 // hundredKRun is what one CCM's run measured.
@@ -49,13 +57,16 @@ type hundredKRun struct {
 }
 
 // hundredK initializes nodes Nodes among vcenters x vmsPer VMs (the
-// simulators in this process), registered right after the CCM is
-// healthy, with the fast controller flags, first with the CCM, then with
-// the zero-cost provider through the same API server; it reports the
-// ratio, the requests and logins per Node, and the CPU each process used
-// during initialization: the CCM, the API server, etcd, and this process
-// (the simulated vCenters, and the registration and polling of Nodes,
-// which the zero-cost run measures alone).
+// simulators in this process), registered after the CCM has read its
+// inventories (or, cold, as soon as it is healthy), with the fast
+// controller flags: in each of o.runs rounds the CCM, the baseline CCM if
+// any, then the zero-cost provider, through the same API server. It
+// reports what each round measured, then the median and range over the
+// rounds of the ratio to the zero-cost provider (p100, p50), the CCM's CPU
+// (seconds, per VM, per Node) and its peak RSS. Pinned (the default with 2
+// CPUs or more), this process (the simulated vCenters and the registering
+// kubelets) runs on CPU 0 and the API server, etcd and the CCMs on the
+// others, as a real vCenter runs on its own hardware. Nothing is modelled.
 func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]report, error) {
 	const clusters = 10
 	perCluster := max(o.vmsPer/clusters, 1)
@@ -81,7 +92,8 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 			chosen = append(chosen, v.VMs[i])
 		}
 	}
-	fmt.Printf("simulated %d VMs in %v; %d of them are Nodes\n", len(fleet.VMs()), time.Since(start).Round(time.Second), len(chosen))
+	vms := len(fleet.VMs())
+	fmt.Printf("simulated %d VMs in %v; %d of them are Nodes\n", vms, time.Since(start).Round(time.Second), len(chosen))
 	cfgPath := filepath.Join(e.work, "hundredk.yaml")
 	if err := fleet.WriteConfig(cfgPath, vcsim.ZoneLabels, nil); err != nil {
 		return nil, err
@@ -97,63 +109,170 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 		return nil, err
 	}
 
-	ours, err := runHundredK(ctx, e, chosen, e.ccm, cfgPath, o.profile, o.cold)
-	if err != nil {
-		return nil, fmt.Errorf("vsphere CCM: %w", err)
-	}
-	if err := deleteNodes(ctx, e.kube); err != nil {
-		return nil, err
-	}
-	floor, err := runHundredK(ctx, e, chosen, zero, "--answers="+answersPath, false, o.cold)
-	if err != nil {
-		return nil, fmt.Errorf("zero-cost CCM: %w", err)
+	pinned := o.pinned && runtime.NumCPU() >= 2
+	if pinned {
+		others := make([]int, 0, runtime.NumCPU()-1)
+		for c := 1; c < runtime.NumCPU(); c++ {
+			others = append(others, c)
+		}
+		for _, pid := range e.cp.PIDs() {
+			if err := pin(pid, others...); err != nil {
+				return nil, err
+			}
+		}
+		if err := pin(os.Getpid(), 0); err != nil {
+			return nil, err
+		}
+		e.pinCCM = others
+		defer func() {
+			_ = pin(os.Getpid())
+			for _, pid := range e.cp.PIDs() {
+				_ = pin(pid)
+			}
+		}()
+		fmt.Printf("pinned: simulators and registration on CPU 0; API server, etcd and CCM on CPU %v\n", others)
 	}
 
+	type round struct{ ours, base, floor hundredKRun }
+	var rounds []round
+	for i := range max(o.runs, 1) {
+		fmt.Printf("\n-- round %d of %d\n", i+1, max(o.runs, 1))
+		var r round
+		if r.ours, err = runHundredK(ctx, e, chosen, e.ccm, cfgPath, o.profile && i == 0, o.cold); err != nil {
+			return nil, fmt.Errorf("vsphere CCM: %w", err)
+		}
+		if err := deleteNodes(ctx, e.kube); err != nil {
+			return nil, err
+		}
+		if o.baseline != "" {
+			if r.base, err = runHundredK(ctx, e, chosen, o.baseline, cfgPath, false, o.cold); err != nil {
+				return nil, fmt.Errorf("baseline CCM: %w", err)
+			}
+			if err := deleteNodes(ctx, e.kube); err != nil {
+				return nil, err
+			}
+		}
+		if r.floor, err = runHundredK(ctx, e, chosen, zero, "--answers="+answersPath, false, o.cold); err != nil {
+			return nil, fmt.Errorf("zero-cost CCM: %w", err)
+		}
+		if err := deleteNodes(ctx, e.kube); err != nil {
+			return nil, err
+		}
+		printHundredKRound(r.ours, r.base, r.floor, o.baseline != "", len(chosen), vms)
+		rounds = append(rounds, r)
+	}
+
+	mode := "warm"
+	if o.cold {
+		mode = "cold"
+	}
+	if pinned {
+		mode += ", pinned"
+	}
 	n := float64(len(chosen))
-	fmt.Printf("\n%d Nodes among %d VMs in %d vCenters; --concurrent-node-syncs=8 --kube-api-qps=200 --kube-api-burst=400\n",
-		len(chosen), len(fleet.VMs()), o.vcenters)
-	fmt.Printf("%-58s %14s %14s\n", "", "vsphere CCM", "zero-cost")
-	fmt.Printf("%-58s %14s %14s\n", "every Node initialized (p100)", seconds(ours.p100), seconds(floor.p100))
-	fmt.Printf("%-58s %14s %14s\n", "half of them (p50)", seconds(ours.p50), seconds(floor.p50))
-	fmt.Printf("%-58s %14.3f\n", "vSphere requests per Node (SOAP+REST, long polls too)", (ours.requests.SOAP+ours.requests.REST)/n)
-	fmt.Printf("%-58s %14.3f\n", "  of which inventory long polls", ours.requests.Polls/n)
-	fmt.Printf("%-58s %14.0f\n", "REST logins during initialization", ours.requests.RESTLogins)
+	fmt.Printf("\n%d Nodes among %d VMs in %d vCenters (%s), %d rounds: median [min, max]\n", len(chosen), vms, o.vcenters, mode, len(rounds))
+	fmt.Printf("%-52s %26s %26s\n", "", "vsphere CCM", "baseline CCM")
+	stat := func(label string, f func(hundredKRun, hundredKRun) float64, format string) (ours, base spread) {
+		for _, r := range rounds {
+			ours = append(ours, f(r.ours, r.floor))
+			if o.baseline != "" {
+				base = append(base, f(r.base, r.floor))
+			}
+		}
+		b := ""
+		if o.baseline != "" {
+			b = base.format(format)
+		}
+		fmt.Printf("%-52s %26s %26s\n", label, ours.format(format), b)
+		return ours, base
+	}
+	r100, _ := stat("ratio to zero-cost, p100", func(x, f hundredKRun) float64 { return x.p100.Seconds() / f.p100.Seconds() }, "%.2f")
+	r50, _ := stat("ratio to zero-cost, p50", func(x, f hundredKRun) float64 { return x.p50.Seconds() / f.p50.Seconds() }, "%.2f")
+	cpu, _ := stat("CPU of the CCM, s", func(x, _ hundredKRun) float64 { return x.cpu["ccm"].Seconds() }, "%.1f")
+	perVM, _ := stat("CPU of the CCM per VM, us", func(x, _ hundredKRun) float64 { return x.cpu["ccm"].Seconds() * 1e6 / float64(vms) }, "%.0f")
+	perNode, _ := stat("CPU of the CCM per Node, ms", func(x, _ hundredKRun) float64 { return x.cpu["ccm"].Seconds() * 1e3 / n }, "%.2f")
+	reqs, _ := stat("vSphere requests per Node, beyond long polls", func(x, _ hundredKRun) float64 {
+		return (x.requests.SOAP - x.requests.Polls + x.requests.REST) / n
+	}, "%.3f")
+	rss, _ := stat("peak RSS of the CCM, MB", func(x, _ hundredKRun) float64 { return float64(x.peakRSSKB) / 1024 }, "%.1f")
+	var floorCPU spread
+	for _, r := range rounds {
+		floorCPU = append(floorCPU, r.floor.cpu["ccm"].Seconds())
+	}
+	fmt.Printf("%-52s %26s\n", "CPU of the zero-cost CCM, s", floorCPU.format("%.1f"))
+
+	label := fmt.Sprintf("100k (%s): %d Nodes of %d VMs in %d vCenters", mode, len(chosen), vms, o.vcenters)
+	return []report{
+		{label + ", ratio to zero-cost p100, median [range]", r100.format("%.2f"), "<= 1.05 warm, <= 1.2 cold (pinned)"},
+		{"100k: ratio to zero-cost p50, median [range]", r50.format("%.2f"), ""},
+		{"100k: CPU of the CCM, s", cpu.format("%.1f"), "half of the previous code's"},
+		{"100k: CPU of the CCM per VM, us / per Node, ms", perVM.format("%.0f") + " / " + perNode.format("%.2f"), ""},
+		{"100k: vSphere requests per Node beyond long polls", reqs.format("%.3f"), "<= 0.05"},
+		{"100k: peak RSS of the CCM, MB", rss.format("%.1f"), "<= 256"},
+	}, nil
+}
+
+// printHundredKRound prints what one round measured.
+func printHundredKRound(ours, base, floor hundredKRun, withBase bool, nodes, vms int) {
+	n := float64(nodes)
+	cols := []hundredKRun{ours}
+	head := []string{"vsphere CCM"}
+	if withBase {
+		cols, head = append(cols, base), append(head, "baseline CCM")
+	}
+	cols, head = append(cols, floor), append(head, "zero-cost")
+	row := func(label string, f func(hundredKRun) string) {
+		fmt.Printf("%-58s", label)
+		for _, c := range cols {
+			fmt.Printf(" %14s", f(c))
+		}
+		fmt.Println()
+	}
+	fmt.Printf("%-58s", "")
+	for _, h := range head {
+		fmt.Printf(" %14s", h)
+	}
+	fmt.Println()
+	row("every Node initialized (p100)", func(r hundredKRun) string { return seconds(r.p100) })
+	row("half of them (p50)", func(r hundredKRun) string { return seconds(r.p50) })
+	row("ratio to zero-cost (p100)", func(r hundredKRun) string { return fmt.Sprintf("%.2f", r.p100.Seconds()/floor.p100.Seconds()) })
+	row("vSphere requests per Node (SOAP+REST, long polls too)", func(r hundredKRun) string {
+		return fmt.Sprintf("%.3f", (r.requests.SOAP+r.requests.REST)/n)
+	})
+	row("  of which inventory long polls", func(r hundredKRun) string { return fmt.Sprintf("%.3f", r.requests.Polls/n) })
+	row("REST logins during initialization", func(r hundredKRun) string { return fmt.Sprintf("%.0f", r.requests.RESTLogins) })
+	for _, proc := range []string{"ccm", "kube-apiserver", "etcd", "bench (simulators, Node writes)"} {
+		row("CPU: "+proc, func(r hundredKRun) string { return seconds(r.cpu[proc]) })
+	}
+	row("CPU of the CCM per VM / per Node", func(r hundredKRun) string {
+		return fmt.Sprintf("%.0fus/%.1fms", r.cpu["ccm"].Seconds()*1e6/float64(vms), r.cpu["ccm"].Seconds()*1e3/n)
+	})
+	row("peak RSS of the CCM process", func(r hundredKRun) string { return fmt.Sprintf("%.1fMB", float64(r.peakRSSKB)/1024) })
+	row("CPU of the first reads, before any Node (CCM)", func(r hundredKRun) string {
+		if r.readCPU == nil {
+			return "-"
+		}
+		return seconds(r.readCPU["ccm"])
+	})
 	for _, m := range slices.Sorted(maps.Keys(ours.methods)) {
 		fmt.Printf("%-58s %14.0f\n", "  requests: "+m, ours.methods[m])
 	}
-	for _, proc := range []string{"ccm", "kube-apiserver", "etcd", "bench (simulators, Node writes)"} {
-		fmt.Printf("%-58s %14s %14s\n", "CPU: "+proc, seconds(ours.cpu[proc]), seconds(floor.cpu[proc]))
+}
+
+// spread is one measure over several rounds.
+type spread []float64
+
+// format prints the median and the range.
+func (s spread) format(f string) string {
+	if len(s) == 0 {
+		return "-"
 	}
-	sims := ours.cpu["bench (simulators, Node writes)"] - floor.cpu["bench (simulators, Node writes)"]
-	fmt.Printf("%-58s %14s\n", "CPU: simulated vCenters (bench, ours - zero-cost)", seconds(sims))
-	fmt.Printf("%-58s %14s %14s\n", "CPU: all, during initialization (2 cores)", seconds(sum(ours.cpu)), seconds(sum(floor.cpu)))
-	fmt.Printf("%-58s %12.1fMB %12.1fMB\n", "peak RSS of the CCM process", float64(ours.peakRSSKB)/1024, float64(floor.peakRSSKB)/1024)
-	fmt.Printf("%-58s %12.1fMB\n", "Go heap in use after initialization", ours.heapInuseMB)
-	r100, r50 := ours.p100.Seconds()/floor.p100.Seconds(), ours.p50.Seconds()/floor.p50.Seconds()
-	// What the CCM's own work allows: the zero-cost run's time plus the
-	// CPU the CCM used beyond the zero-cost CCM's, spread over 2 cores.
-	own := (ours.cpu["ccm"] - floor.cpu["ccm"]) / 2
-	fmt.Printf("%-58s %14.2f %14.2f\n", "ratio ours / zero-cost (p100, p50)", r100, r50)
-	fmt.Printf("%-58s %14.2f\n", "ratio if only the CCM's extra CPU were added (p100)", (floor.p100+own).Seconds()/floor.p100.Seconds())
-	// The harness's share: the simulators' CPU runs on the same 2 cores.
-	// A run whose cores were busy nearly all along took the CPU it used
-	// over 2 cores; without the simulators' CPU it could not have taken
-	// less than the zero-cost run.
-	fmt.Printf("%-58s %14.2f %14.2f\n", "cores busy during initialization (of 2)", sum(ours.cpu).Seconds()/ours.p100.Seconds(), sum(floor.cpu).Seconds()/floor.p100.Seconds())
-	withoutSims := max(floor.p100, (sum(ours.cpu)-sims)/2)
-	fmt.Printf("%-58s %14.2f\n", "ratio if the simulators' CPU were on other cores (CPU / 2)", withoutSims.Seconds()/floor.p100.Seconds())
-	if ours.readCPU != nil {
-		fmt.Printf("%-58s %14s %14s\n", "CPU of the first reads, before any Node (simulators, CCM)", seconds(ours.readCPU["simulators"]), seconds(ours.readCPU["ccm"]))
+	v := slices.Sorted(slices.Values(s))
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	return []report{
-		{fmt.Sprintf("100k: %d Nodes of %d VMs in %d vCenters, ours / zero-cost (p100)", len(chosen), len(fleet.VMs()), o.vcenters), fmt.Sprintf("%.2f", r100), "<= 1.05"},
-		{"100k: ours / zero-cost (p50)", fmt.Sprintf("%.2f", r50), ""},
-		{"100k: vSphere requests per Node beyond long polls", fmt.Sprintf("%.3f", (ours.requests.SOAP-ours.requests.Polls+ours.requests.REST)/n), ""},
-		{"100k: REST logins during initialization", fmt.Sprintf("%.0f", ours.requests.RESTLogins), "0"},
-		{"100k: CPU of the CCM / simulators / API server / etcd", fmt.Sprintf("%s / %s / %s / %s", seconds(ours.cpu["ccm"]), seconds(sims),
-			seconds(ours.cpu["kube-apiserver"]), seconds(ours.cpu["etcd"])), ""},
-		{"100k: peak RSS of the CCM", fmt.Sprintf("%.1f MB", float64(ours.peakRSSKB)/1024), "<= 256 MB"},
-	}, nil
+	return fmt.Sprintf(f+" ["+f+", "+f+"]", med, v[0], v[len(v)-1])
 }
 
 func sum(m map[string]time.Duration) time.Duration {
@@ -186,6 +305,11 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 		return r, err
 	}
 	defer p.Stop()
+	if len(e.pinCCM) > 0 {
+		if err := pin(p.PID(), e.pinCCM...); err != nil {
+			return r, err
+		}
+	}
 	if err := p.WaitHealthy(ctx); err != nil {
 		return r, err
 	}

@@ -61,6 +61,8 @@ type env struct {
 	kube kubernetes.Interface
 	work string
 	ccm  string // the CCM binary
+	// pinCCM, if set, are the CPUs each CCM process is pinned to.
+	pinCCM []int
 }
 
 // report is one line of the final summary.
@@ -81,6 +83,9 @@ func main() {
 	flag.IntVar(&hk.nodes, "hk-nodes", 5000, "hundredk: Nodes among them")
 	flag.BoolVar(&hk.profile, "hk-profile", false, "hundredk: CPU, block and mutex profiles of the CCM during initialization")
 	flag.BoolVar(&hk.cold, "hk-cold", false, "hundredk: register the Nodes as soon as the CCM is healthy, while it reads its inventories")
+	flag.IntVar(&hk.runs, "hk-runs", 3, "hundredk: rounds (each: the CCM, the baseline if any, the zero-cost provider); medians and ranges are reported")
+	flag.BoolVar(&hk.pinned, "hk-pin", true, "hundredk: the simulated vCenters and the registering kubelets (this process) on CPU 0, the API server, etcd and the CCM on the others, as on separate machines")
+	flag.StringVar(&hk.baseline, "hk-baseline", "", "hundredk: another CCM binary (the previous code) measured in the same rounds")
 	csrCold := flag.Bool("csr-cold", false, "csr: every kubelet asks as soon as it registers, while the Nodes initialize")
 	keep := flag.Bool("keep", false, "keep the work directory (CCM logs, heap profiles) and print its path")
 	flag.Parse()
