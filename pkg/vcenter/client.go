@@ -107,7 +107,7 @@ type Session struct {
 	// when the vAPI session's token is renewed, and when the SOAP
 	// session's token expires and would be renewed if vCenter ends SOAP
 	// sessions with their tokens.
-	restRenewAt, soapRenewAt, soapExpires time.Time
+	restRenewAt, restExpires, soapRenewAt, soapExpires time.Time
 }
 
 // Client is the connection to one vCenter. Its lock guards only its own
@@ -130,6 +130,8 @@ type Client struct {
 	sess       *Session
 	sessCreds  sessionCreds // what sess was logged in with
 	gen        uint64       // incremented at every new session
+	restGen    uint64       // incremented at every new vAPI session (a new session's too)
+	flightKind int          // the kind of login the flight makes (loginFull, loginREST)
 	health     Health
 	changed    notify.Notifier // at the next health change
 	rejected   *rejection
@@ -176,7 +178,7 @@ func (c *Client) Renewals() int {
 // logs in again once and retries fn once. A vCenter that is down fails at
 // once with an error wrapping ErrUnavailable, without network I/O.
 func (c *Client) Do(ctx context.Context, fn func(context.Context, *Session) error) error {
-	s, gen, err := c.session()
+	s, gen, restGen, err := c.session()
 	if err != nil {
 		return err
 	}
@@ -185,7 +187,7 @@ func (c *Client) Do(ctx context.Context, fn func(context.Context, *Session) erro
 		var lerr error
 		if isRESTStatus(err, http.StatusUnauthorized) {
 			c.log.V(2).Info("vAPI session expired; opening a new one")
-			lerr = c.reloginREST(ctx, gen)
+			lerr = c.reloginREST(ctx, gen, restGen)
 		} else {
 			c.log.V(2).Info("Session expired; logging in again")
 			c.noteSOAPEnded(s)
@@ -197,7 +199,7 @@ func (c *Client) Do(ctx context.Context, fn func(context.Context, *Session) erro
 			c.poke()
 			return lerr
 		}
-		if s, _, err = c.session(); err != nil {
+		if s, _, _, err = c.session(); err != nil {
 			return err
 		}
 		err = c.call(ctx, s, fn)
@@ -212,13 +214,15 @@ func (c *Client) call(ctx context.Context, s *Session, fn func(context.Context, 
 	return fn(cctx, s)
 }
 
-func (c *Client) session() (*Session, uint64, error) {
+// session returns the current session and the generations of the session
+// and of its vAPI session.
+func (c *Client) session() (*Session, uint64, uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sess == nil || c.health.State == Down {
-		return nil, 0, c.unavailableLocked()
+		return nil, 0, 0, c.unavailableLocked()
 	}
-	return c.sess, c.gen, nil
+	return c.sess, c.gen, c.restGen, nil
 }
 
 // WaitFirstAttempt waits until the client has made its first attempt to

@@ -132,7 +132,7 @@ func (c *Client) loginCertificate(ctx context.Context, s *Session, cert secret.C
 		c.logoutSOAP(ctx, s.VIM)
 		return refusal(err)
 	}
-	s.restRenewAt = tok.renewAt
+	s.restRenewAt, s.restExpires = tok.renewAt, tok.expires
 	return nil
 }
 

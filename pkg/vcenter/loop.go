@@ -91,7 +91,7 @@ func (c *Client) backoff() *wait.Backoff {
 // checks or renews the session.
 func (c *Client) attempt(ctx context.Context) error {
 	c.mu.Lock()
-	s, gen, state := c.sess, c.gen, c.health.State
+	s, gen, restGen, state := c.sess, c.gen, c.restGen, c.health.State
 	c.mu.Unlock()
 	if s == nil {
 		if _, _, err := c.credentials(); err != nil {
@@ -107,10 +107,15 @@ func (c *Client) attempt(ctx context.Context) error {
 	if s == nil {
 		return c.relogin(ctx, gen)
 	}
-	if renew, _ := c.renewal(s); renew != nil && state == Connected {
-		return renew(ctx, gen)
+	if due, _ := c.renewal(s); state == Connected {
+		switch due {
+		case renewSession:
+			return c.once(ctx, loginFull, gen, 0, c.replace)
+		case renewREST:
+			return c.reloginREST(ctx, gen, restGen)
+		}
 	}
-	return c.probe(ctx, s, gen)
+	return c.probe(ctx, s, gen, restGen)
 }
 
 // nextCheck is how long a connected client waits before its next check:
@@ -162,7 +167,7 @@ func (c *Client) reach(ctx context.Context) error {
 
 // probe checks both sessions: it keeps them alive, notices expiry and
 // outages. It returns nil when both are valid.
-func (c *Client) probe(ctx context.Context, s *Session, gen uint64) error {
+func (c *Client) probe(ctx context.Context, s *Session, gen, restGen uint64) error {
 	pctx, cancel := context.WithTimeout(ctx, c.global.ConnectTimeout)
 	defer cancel()
 	us, err := session.NewManager(s.VIM).UserSession(pctx)
@@ -183,7 +188,7 @@ func (c *Client) probe(ctx context.Context, s *Session, gen uint64) error {
 		return nil
 	case errors.Is(err, errRESTExpired):
 		c.log.V(2).Info("vAPI session expired; opening a new one")
-		return c.reloginREST(ctx, gen)
+		return c.reloginREST(ctx, gen, restGen)
 	case errors.Is(err, errExpired) || isNotAuthenticated(err):
 		c.noteSOAPEnded(s)
 		c.log.V(2).Info("Session expired; logging in again")

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"time"
 
+	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/sts"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vim25"
@@ -76,17 +78,22 @@ func (c *Client) issueToken(ctx context.Context, vim *vim25.Client, cert secret.
 	return token{signer: signer, renewAt: now.Add(time.Duration(float64(granted) * renewShare)), expires: now.Add(granted)}, nil
 }
 
-// reloginREST makes sure a session newer than gen exists, replacing only
-// the vAPI session when the SOAP session is kept.
-func (c *Client) reloginREST(ctx context.Context, gen uint64) error {
-	return c.once(ctx, gen, c.renewREST)
+// reloginREST makes sure a vAPI session newer than restGen (or a session
+// newer than gen) exists, replacing only the vAPI session when the SOAP
+// session is kept.
+func (c *Client) reloginREST(ctx context.Context, gen, restGen uint64) error {
+	return c.once(ctx, loginREST, gen, restGen, c.renewREST)
 }
 
 // renewREST opens a new vAPI session on the current SOAP session, with the
 // current credentials (a new token in certificate mode). A shared session
 // (whose vAPI session is its SOAP session), credentials of another user or
-// source, a vCenter that ends SOAP sessions with their tokens, or a failed
-// renewal get a full login instead.
+// source, or a vCenter that ends SOAP sessions with their tokens get a
+// full login instead. Credentials vCenter refused are not tried again
+// before the login back-off (a refusal is a rejected login, as for any
+// login). A renewal that fails otherwise while the vAPI session is still
+// valid keeps it and leaves the health alone (the loop retries); once it
+// has expired, a full login follows.
 func (c *Client) renewREST(ctx context.Context) error {
 	c.mu.Lock()
 	s, had, strict := c.sess, c.sessCreds, c.soapEndsWithToken
@@ -94,6 +101,7 @@ func (c *Client) renewREST(ctx context.Context) error {
 	if s == nil || s.mode == secret.ModeSharedSession || (strict && s.mode == secret.ModeCertificate) {
 		return c.login(ctx)
 	}
+	now := c.opts.Clock.Now()
 	creds, source, err := c.credentials()
 	if err != nil {
 		return err
@@ -101,12 +109,37 @@ func (c *Client) renewREST(ctx context.Context) error {
 	if creds.Mode() != s.mode || !secret.SameIdentity(creds, had.creds) || source != had.source {
 		return c.login(ctx)
 	}
-	rc, renewAt, err := c.loginREST(ctx, s.VIM, creds)
-	if err != nil {
-		c.log.V(1).Info("Renewing the vAPI session failed; logging in again", "err", err)
+	if err := c.deferred(now, creds, source); err != nil {
+		return err
+	}
+	// A SOAP session that ended (a restarted vCenter) is not worth a new
+	// vAPI session: one request tells.
+	if us, err := session.NewManager(s.VIM).UserSession(ctx); err == nil && us == nil || isNotAuthenticated(err) {
 		return c.login(ctx)
 	}
-	ns := &Session{VIM: s.VIM, REST: rc, mode: s.mode, restRenewAt: renewAt, soapRenewAt: s.soapRenewAt, soapExpires: s.soapExpires}
+	rc, tok, err := c.loginREST(ctx, s.VIM, creds)
+	switch {
+	case err == nil:
+	case isRefused(err):
+		return c.reject(creds, source)
+	case isNotAuthenticated(err) && !isRESTStatus(err, http.StatusUnauthorized):
+		return c.login(ctx) // the SOAP session is gone too (STS answers through it)
+	case !s.restExpires.IsZero() && c.opts.Clock.Now().Before(s.restExpires):
+		return fmt.Errorf("vCenter %q: renewing the vAPI session failed; the current one is valid until %s: %w",
+			c.vc.Name, s.restExpires.Format(time.RFC3339), err)
+	default:
+		c.log.V(1).Info("Opening a new vAPI session failed; logging in again", "err", err)
+		return c.login(ctx)
+	}
+	// The credentials may have been withdrawn or replaced meanwhile, as
+	// for a login.
+	if cur, curSource, err := c.opts.Credentials.Get(c.vc); err != nil || !secret.SameIdentity(cur, creds) || curSource != source {
+		c.logoutREST(rc)
+		c.poke()
+		return errors.New("the credentials changed while renewing the vAPI session; logging in again with the new ones")
+	}
+	ns := &Session{VIM: s.VIM, REST: rc, mode: s.mode, restRenewAt: tok.renewAt, restExpires: tok.expires,
+		soapRenewAt: s.soapRenewAt, soapExpires: s.soapExpires}
 	c.mu.Lock()
 	if c.sess != s {
 		c.mu.Unlock()
@@ -114,37 +147,40 @@ func (c *Client) renewREST(ctx context.Context) error {
 		return nil
 	}
 	c.sess = ns
-	c.gen++
+	c.restGen++
 	c.renewals++
+	c.rejected = nil
 	c.setStateLocked(Connected, nil)
 	c.mu.Unlock()
 	c.log.V(1).Info("Renewed the vAPI session; the SOAP session and the inventory are kept", "mode", s.mode)
-	go c.logoutREST(s.REST)
+	// Calls under way on the old vAPI session finish first (each is
+	// bounded by requestTimeout).
+	time.AfterFunc(c.global.RequestTimeout+5*time.Second, func() { c.logoutREST(s.REST) })
 	return nil
 }
 
 // loginREST opens a vAPI session on vim's transport with creds (password
 // or certificate), and says when to renew it (zero: only when it ends).
-func (c *Client) loginREST(ctx context.Context, vim *vim25.Client, creds secret.Credentials) (*rest.Client, time.Time, error) {
+func (c *Client) loginREST(ctx context.Context, vim *vim25.Client, creds secret.Credentials) (*rest.Client, token, error) {
 	rc := c.newREST(vim)
 	switch cr := creds.(type) {
 	case secret.Password:
 		err := rc.Login(ctx, url.UserPassword(cr.Username, cr.Password.Reveal()))
 		c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
-		return rc, time.Time{}, refusal(err)
+		return rc, token{}, refusal(err)
 	case secret.Certificate:
 		if err := cr.CheckValidity(c.opts.Clock.Now()); err != nil {
-			return nil, time.Time{}, err
+			return nil, token{}, err
 		}
 		tok, err := c.issueToken(ctx, vim, cr)
 		if err != nil {
-			return nil, time.Time{}, err
+			return nil, token{}, err
 		}
 		err = rc.LoginByToken(rc.WithSigner(ctx, tok.signer))
 		c.opts.Observer.Login(c.vc.Name, loginOutcome(err))
-		return rc, tok.renewAt, refusal(err)
+		return rc, tok, refusal(err)
 	}
-	return nil, time.Time{}, fmt.Errorf("credentials of mode %q have no vAPI login of their own", creds.Mode())
+	return nil, token{}, fmt.Errorf("credentials of mode %q have no vAPI login of their own", creds.Mode())
 }
 
 // logoutREST ends a vAPI session that is no longer used.
@@ -155,15 +191,20 @@ func (c *Client) logoutREST(rc *rest.Client) {
 }
 
 // noteSOAPEnded records a SOAP session of a certificate login that ended
-// when its token expired (within the last twentieth of its lifetime, for
-// the clocks' skew and the request's own time; an administrator ending a
-// session earlier teaches nothing): this vCenter ends SOAP sessions with
+// when its token expired: noticed from the last twentieth of its lifetime
+// (the clocks' skew, the request's own time) until a keep-alive period and
+// a connect timeout after it (the next request notices). An end outside
+// that window (an administrator, a restart, an idle timeout after a
+// partition) teaches nothing. Learnt, this vCenter ends SOAP sessions with
 // their tokens, so from now on sessions are replaced before.
 func (c *Client) noteSOAPEnded(s *Session) {
 	if s == nil || s.mode != secret.ModeCertificate || s.soapRenewAt.IsZero() {
 		return
 	}
-	if c.opts.Clock.Now().Before(s.soapExpires.Add(-s.soapExpires.Sub(s.soapRenewAt) / 5)) {
+	now := c.opts.Clock.Now()
+	from := s.soapExpires.Add(-s.soapExpires.Sub(s.soapRenewAt) / 5)
+	until := s.soapExpires.Add(c.opts.KeepAlive + c.global.ConnectTimeout)
+	if now.Before(from) || now.After(until) {
 		return
 	}
 	c.mu.Lock()
@@ -176,30 +217,39 @@ func (c *Client) noteSOAPEnded(s *Session) {
 	}
 }
 
-// renewal returns what the loop must do for a connected session now, and
-// how long it may wait at most before the next renewal.
-func (c *Client) renewal(s *Session) (due func(context.Context, uint64) error, wait time.Duration) {
+// What a connected session needs now (renewal).
+const (
+	renewNothing = iota
+	renewSession // a whole new session, before the SOAP session ends with its token
+	renewREST    // a new vAPI session
+)
+
+// renewal returns what a connected session needs now, and how long the
+// loop may wait before the next renewal: RetryMin when one is due now (its
+// last attempt failed, or a probe ran instead), so that it is not put off
+// by a keep-alive period.
+func (c *Client) renewal(s *Session) (due int, wait time.Duration) {
 	c.mu.Lock()
 	strict := c.soapEndsWithToken
 	c.mu.Unlock()
 	now := c.opts.Clock.Now()
 	wait = time.Duration(1<<63 - 1)
-	at := func(t time.Time, f func(context.Context, uint64) error) {
-		if t.IsZero() {
-			return
-		}
-		if !now.Before(t) {
-			if due == nil {
-				due = f
+	at := func(t time.Time, what int) {
+		switch {
+		case t.IsZero():
+		case !now.Before(t):
+			if due == renewNothing {
+				due = what
 			}
-			return
+			wait = min(wait, c.opts.RetryMin)
+		default:
+			wait = min(wait, t.Sub(now))
 		}
-		wait = min(wait, t.Sub(now))
 	}
 	if strict && s.mode == secret.ModeCertificate {
-		at(s.soapRenewAt, c.relogin) // a whole new session, before the old one ends
+		at(s.soapRenewAt, renewSession) // a whole new session, before the old one ends
 	}
-	at(s.restRenewAt, c.reloginREST)
+	at(s.restRenewAt, renewREST)
 	return due, wait
 }
 

@@ -3,8 +3,12 @@ package vcenter_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
+	"sync"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/secret"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
@@ -164,10 +169,12 @@ func BenchmarkRenewal(b *testing.B) {
 	b.Logf("%d VMs in the inventory", ix.Len())
 
 	b.Run("vapi-renewal", func(b *testing.B) {
+		// Each step ends 50 minutes into the current vAPI token, so the
+		// renewal is due and its token still valid.
 		for b.Loop() {
 			n := cl.Renewals()
 			waitFor(b, "the client loop waiting", func() bool { return clk.Waiters() == 1 })
-			clk.Step(time.Hour) // past the renewal time
+			clk.Step(50 * time.Minute) // past the renewal time (45 minutes), before the expiry
 			waitFor(b, "a renewal", func() bool { return cl.Renewals() > n })
 		}
 		if reads := ix.FullReads(); reads != 1 {
@@ -202,6 +209,12 @@ type tokenRig struct {
 }
 
 func startTokenRig(t testing.TB, ctx context.Context, spec vcsim.Spec, mode string, lifetime time.Duration, endSOAP bool) tokenRig {
+	return startTokenRigWith(t, ctx, spec, mode, lifetime, endSOAP, nil)
+}
+
+// startTokenRigWith is startTokenRig with the client's transports wrapped.
+func startTokenRigWith(t testing.TB, ctx context.Context, spec vcsim.Spec, mode string, lifetime time.Duration, endSOAP bool,
+	wrap func(string, http.RoundTripper) http.RoundTripper) tokenRig {
 	t.Helper()
 	f, err := vcsim.Start(ctx, spec)
 	if err != nil {
@@ -230,7 +243,7 @@ func startTokenRig(t testing.TB, ctx context.Context, spec vcsim.Spec, mode stri
 		extra = append(extra, "sessionManagerURL: "+sm.URL, "sessionManagerToken: rig-token")
 	}
 	cfg := parseConfig(t, f, []string{"tokenLifetime: " + lifetime.String()}, map[string]vcConfig{spec.Name: {extra: extra}})
-	p := startPool(t, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	p := startPool(t, ctx, cfg, vcenter.Options{Clock: clk, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, WrapTransport: wrap})
 	cl, _ := p.Client(spec.Name)
 	poll.True(t, spec.Name+" connected", func() bool { return cl.Health().State == vcenter.Connected })
 	inv := inventory.New([]inventory.Client{cl}, inventory.Options{MaxWait: time.Second})
@@ -269,5 +282,178 @@ func TestSessionEndedEarlyTeachesNothing(t *testing.T) {
 	waitFor(t, "a second vAPI renewal", func() bool { return r.client.Renewals() == 2 })
 	if got := r.client.Logins(); got != 2 {
 		t.Errorf("%d logins, want 2: the renewal replaced the SOAP session", got)
+	}
+}
+
+// TestSessionEndedLateTeachesNothing: a SOAP session that ends hours after
+// its token expired (a restarted vCenter, an administrator) gets a new
+// login, and the next renewal is still of the vAPI session alone.
+func TestSessionEndedLateTeachesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(quiet(t), 2*time.Minute)
+	defer cancel()
+	r := startTokenRig(t, ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 1}, "certificate", time.Hour, false)
+	for range 12 { // 3 hours: the first SOAP token expired 2 hours ago
+		waitFor(t, "the client loop waiting", func() bool { return r.clk.Waiters() == 1 })
+		r.clk.Step(15 * time.Minute)
+	}
+	waitFor(t, "the client loop waiting", func() bool { return r.clk.Waiters() == 1 })
+	if n, err := r.vc.TerminateSessions(ctx); err != nil || n != 1 {
+		t.Fatalf("terminated %d sessions: %v", n, err)
+	}
+	if err := r.client.Do(ctx, soapAndREST); err != nil {
+		t.Fatal(err)
+	}
+	renewals := r.client.Renewals()
+	waitFor(t, "the client loop waiting", func() bool { return r.clk.Waiters() == 1 })
+	r.clk.Step(46 * time.Minute)
+	waitFor(t, "a vAPI renewal", func() bool { return r.client.Renewals() > renewals })
+	if got := r.client.Logins(); got != 2 {
+		t.Errorf("%d logins, want 2: a session ended two hours after its token taught the client to replace sessions", got)
+	}
+}
+
+// vapiLoginGate fails (503) or holds vAPI logins while armed.
+type vapiLoginGate struct {
+	next http.RoundTripper
+	gate *loginGate
+}
+
+type loginGate struct {
+	mu     sync.Mutex
+	fail   bool
+	hold   chan struct{} // closed by the test to let a held login go on
+	held   chan struct{} // closed when a login is held
+	holdIt bool
+	logins int // vAPI logins seen
+}
+
+func (g vapiLoginGate) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/com/vmware/cis/session") && r.URL.RawQuery == "" {
+		g.gate.mu.Lock()
+		g.gate.logins++
+		fail, hold := g.gate.fail, g.gate.holdIt
+		g.gate.holdIt = false
+		g.gate.mu.Unlock()
+		if fail {
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+		}
+		if hold {
+			close(g.gate.held)
+			<-g.gate.hold
+		}
+	}
+	return g.next.RoundTrip(r)
+}
+
+// TestRenewalFailureKeepsSession: the vAPI renewal at three quarters of the
+// token's lifetime fails (vAPI answers 503) while the session has a
+// quarter of its lifetime left: the vCenter stays connected, no new SOAP
+// session is opened, calls go on, and the renewal is retried with the
+// back-off until it succeeds.
+func TestRenewalFailureKeepsSession(t *testing.T) {
+	ctx, cancel := context.WithTimeout(quiet(t), 2*time.Minute)
+	defer cancel()
+	gate := &loginGate{}
+	r := startTokenRigWith(t, ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 1}, "certificate", time.Hour, false,
+		func(_ string, rt http.RoundTripper) http.RoundTripper { return vapiLoginGate{next: rt, gate: gate} })
+	gate.mu.Lock()
+	gate.fail = true
+	gate.mu.Unlock()
+	waitFor(t, "the client loop waiting", func() bool { return r.clk.Waiters() == 1 })
+	r.clk.Step(46 * time.Minute)
+	for range 3 { // three failed attempts, each followed by the back-off
+		waitFor(t, "the client loop waiting again", func() bool { return r.clk.Waiters() == 1 })
+		if h := r.client.Health(); h.State != vcenter.Connected {
+			t.Fatalf("vc-a %s after a failed renewal, with a valid session: %v", h.State, h.LastError)
+		}
+		if err := r.client.Do(ctx, soapAndREST); err != nil {
+			t.Fatalf("a call failed while the session is valid: %v", err)
+		}
+		r.clk.Step(time.Second) // the back-off is at most RetryMax, 50 ms
+	}
+	gate.mu.Lock()
+	failed := gate.logins
+	gate.fail = false
+	gate.mu.Unlock()
+	if failed < 3 {
+		t.Fatalf("%d renewal attempts, want at least 3", failed)
+	}
+	waitFor(t, "the renewal once vAPI answers again", func() bool { return r.client.Renewals() == 1 })
+	if got := r.client.Logins(); got != 1 {
+		t.Errorf("%d logins, want 1: a failed renewal replaced the SOAP session", got)
+	}
+	if got := r.ix.FullReads(); got != 1 {
+		t.Errorf("%d full inventory reads, want 1", got)
+	}
+}
+
+// TestCredentialsChangedDuringRenewal: the credentials come from another
+// source while a vAPI renewal is under way: the renewed vAPI session is
+// not used, and a new login with the new source follows.
+func TestCredentialsChangedDuringRenewal(t *testing.T) {
+	f := startFleet(t)
+	a := f.VCenter("vc-a")
+	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
+	defer cancel()
+	cfg := parseConfig(t, f, nil, nil)
+	src := &mutableCreds{byName: map[string]secret.Credentials{}, changed: make(chan struct{})}
+	src.set("vc-a", secret.Password{Username: a.User, Password: secret.New(a.Password)}, "Secret kube-system/a")
+	gate := &loginGate{hold: make(chan struct{}), held: make(chan struct{})}
+	p := startPool(t, ctx, cfg, vcenter.Options{Credentials: src, KeepAlive: time.Hour,
+		WrapTransport: func(vc string, rt http.RoundTripper) http.RoundTripper {
+			if vc != "vc-a" {
+				return rt
+			}
+			return vapiLoginGate{next: rt, gate: gate}
+		}})
+	cl, _ := p.Client("vc-a")
+	poll.True(t, "vc-a connected", func() bool { return cl.Health().State == vcenter.Connected })
+	if err := cl.Do(ctx, func(ctx context.Context, s *vcenter.Session) error { return s.REST.Logout(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	gate.mu.Lock()
+	gate.holdIt = true
+	gate.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- cl.Do(ctx, soapAndREST) }() // a vAPI 401: a renewal, held at its vAPI login
+	<-gate.held
+	src.set("vc-a", secret.Password{Username: a.User, Password: secret.New(a.Password)}, "Secret kube-system/b")
+	close(gate.hold)
+	<-done // its result depends on who wins; what matters is the session that follows
+	poll.True(t, "a login with the credentials of the new source", func() bool { return cl.Logins() == 2 })
+	if h := cl.Health(); h.CredentialSource != "Secret kube-system/b" {
+		t.Errorf("credential source %q, want the new one", h.CredentialSource)
+	}
+}
+
+// TestRenewalRefusedOnce: a vAPI session that expired in password mode,
+// and a password vCenter no longer accepts: one failed login, then the
+// login back-off, not a vAPI and then a SOAP login back to back.
+func TestRenewalRefusedOnce(t *testing.T) {
+	f := startFleet(t)
+	a := f.VCenter("vc-a")
+	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
+	defer cancel()
+	p := startPool(t, ctx, parseConfig(t, f, nil, nil), vcenter.Options{KeepAlive: time.Hour})
+	cl, _ := p.Client("vc-a")
+	poll.True(t, "vc-a connected", func() bool { return cl.Health().State == vcenter.Connected })
+	if err := cl.Do(ctx, func(ctx context.Context, s *vcenter.Session) error { return s.REST.Logout(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	a.SetPassword("rotated-on-vcenter-only")
+	before := len(a.FailedLogins())
+	err := cl.Do(ctx, soapAndREST)
+	var rej *vcenter.LoginRejectedError
+	if !errors.As(err, &rej) {
+		t.Fatalf("Do: %v, want a rejected login", err)
+	}
+	if n := len(a.FailedLogins()) - before; n != 1 {
+		t.Errorf("%d failed logins for one expired vAPI session, want 1", n)
+	}
+	if err := cl.Do(ctx, soapAndREST); err == nil {
+		t.Error("a second call succeeded with a refused password")
+	}
+	if n := len(a.FailedLogins()) - before; n != 1 {
+		t.Errorf("%d failed logins after a second call, want still 1", n)
 	}
 }

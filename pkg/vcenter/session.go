@@ -33,22 +33,42 @@ type rejection struct {
 // relogin makes sure a session newer than gen exists. Concurrent callers
 // share one login; each waits only as long as its own ctx allows.
 func (c *Client) relogin(ctx context.Context, gen uint64) error {
-	return c.once(ctx, gen, c.login)
+	return c.once(ctx, loginFull, gen, 0, c.login)
 }
 
-// once runs login (a full login, or a vAPI session's renewal) unless a
-// session newer than gen exists; concurrent callers share one run, of
-// either kind.
-func (c *Client) once(ctx context.Context, gen uint64, login func(context.Context) error) error {
+// The kinds of login a flight makes.
+const (
+	loginFull = iota // a new SOAP and vAPI session
+	loginREST        // a new vAPI session on the SOAP session
+)
+
+// once runs login, of kind, unless what it would make exists already: a
+// session newer than gen (a full login), or a vAPI session newer than
+// restGen (a renewal). Concurrent callers share one run; a caller that
+// needs a full login and finds a renewal under way waits for it, then
+// logs in itself.
+func (c *Client) once(ctx context.Context, kind int, gen, restGen uint64, login func(context.Context) error) error {
 	c.mu.Lock()
-	if c.sess != nil && c.gen != gen {
+	for {
+		if c.sess != nil && (c.gen != gen || (kind == loginREST && c.restGen != restGen)) {
+			c.mu.Unlock()
+			return nil // someone else already logged in again
+		}
+		if c.flight == nil || kind == c.flightKind || c.flightKind == loginFull {
+			break
+		}
+		f := c.flight // a renewal, and a full login is needed
 		c.mu.Unlock()
-		return nil // someone else already logged in again
+		if err := f.Wait(ctx); err != nil && ctx.Err() != nil {
+			return err
+		}
+		c.mu.Lock()
 	}
 	if c.flight == nil {
 		// The login outlives a caller that gives up, so that the others
 		// (and the next call) get its result; it is bounded by
 		// ConnectTimeout, and close ends it.
+		c.flightKind = kind
 		c.flight = c.logins.Go(ctx, c.global.ConnectTimeout, func(ctx context.Context) error {
 			err := login(ctx)
 			c.mu.Lock()
@@ -85,33 +105,33 @@ func (c *Client) credentials() (secret.Credentials, string, error) {
 
 // login opens a new session, unless the current credentials were rejected
 // less than the login back-off ago.
-func (c *Client) login(ctx context.Context) error {
+func (c *Client) login(ctx context.Context) error { return c.open(ctx, false) }
+
+// replace opens a new session in place of one that is still valid (its
+// token is about to expire on a vCenter that ends SOAP sessions with
+// their token): a failure that is not a refusal leaves the current session
+// and the health alone, to be retried.
+func (c *Client) replace(ctx context.Context) error { return c.open(ctx, true) }
+
+// open logs in anew; keep says a failure (other than a refusal) keeps the
+// current session in use.
+func (c *Client) open(ctx context.Context, keep bool) error {
 	now := c.opts.Clock.Now()
 	creds, source, err := c.credentials()
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	rej := c.rejected
-	c.mu.Unlock()
-	if rej != nil && secret.Equal(rej.creds, creds) && now.Before(rej.at.Add(c.global.LoginBackoff)) {
-		return &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Identity(), Mode: creds.Mode(), Source: source,
-			At: rej.at, RetryAt: rej.at.Add(c.global.LoginBackoff), Deferred: true}
+	if err := c.deferred(now, creds, source); err != nil {
+		return err
 	}
 
 	s, err := c.connect(ctx, creds)
 	if err != nil {
 		if isRefused(err) {
-			at := c.opts.Clock.Now()
-			rerr := &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Identity(), Mode: creds.Mode(), Source: source,
-				At: at, RetryAt: at.Add(c.global.LoginBackoff)}
-			c.mu.Lock()
-			c.rejected = &rejection{creds: creds, at: at}
-			c.health.NextLogin = rerr.RetryAt
-			c.setStateLocked(Down, rerr)
-			c.mu.Unlock()
-			c.log.Error(rerr, "Login rejected")
-			return rerr
+			return c.reject(creds, source)
+		}
+		if keep {
+			return fmt.Errorf("vCenter %q: replacing the session before its token expires: %w", c.vc.Name, err)
 		}
 		c.fail(err)
 		return c.Unavailable()
@@ -133,6 +153,7 @@ func (c *Client) login(ctx context.Context) error {
 	c.sess = s
 	c.sessCreds = sessionCreds{creds: creds, source: source}
 	c.gen++
+	c.restGen++
 	c.loginCount++
 	c.rejected = nil
 	c.setStateLocked(Connected, nil)
@@ -147,6 +168,34 @@ func (c *Client) login(ctx context.Context) error {
 		time.AfterFunc(c.global.RequestTimeout+5*time.Second, old.VIM.Client.CloseIdleConnections)
 	}
 	return nil
+}
+
+// deferred returns a LoginRejectedError when creds were rejected less than
+// the login back-off ago: no login is tried with them before.
+func (c *Client) deferred(now time.Time, creds secret.Credentials, source string) error {
+	c.mu.Lock()
+	rej := c.rejected
+	c.mu.Unlock()
+	if rej != nil && secret.Equal(rej.creds, creds) && now.Before(rej.at.Add(c.global.LoginBackoff)) {
+		return &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Identity(), Mode: creds.Mode(), Source: source,
+			At: rej.at, RetryAt: rej.at.Add(c.global.LoginBackoff), Deferred: true}
+	}
+	return nil
+}
+
+// reject records that vCenter refused creds: the vCenter is down, and
+// they are not tried again before the login back-off.
+func (c *Client) reject(creds secret.Credentials, source string) error {
+	at := c.opts.Clock.Now()
+	rerr := &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Identity(), Mode: creds.Mode(), Source: source,
+		At: at, RetryAt: at.Add(c.global.LoginBackoff)}
+	c.mu.Lock()
+	c.rejected = &rejection{creds: creds, at: at}
+	c.health.NextLogin = rerr.RetryAt
+	c.setStateLocked(Down, rerr)
+	c.mu.Unlock()
+	c.log.Error(rerr, "Login rejected")
+	return rerr
 }
 
 // newTransport returns an HTTP transport that verifies the vCenter as
