@@ -52,6 +52,12 @@ func (c *Client) issueToken(ctx context.Context, vim *vim25.Client, cert secret.
 	if err != nil {
 		return token{}, fmt.Errorf("STS: %w", err)
 	}
+	// Its own service client, on vim's TLS transport but not on its
+	// wrappers: wrapped and observed like every other request.
+	if c.opts.WrapTransport != nil {
+		tokens.Client.Client.Transport = c.opts.WrapTransport(c.vc.Name, tokens.Client.Client.Transport)
+	}
+	tokens.RoundTripper = observedSOAP{next: tokens.RoundTripper, vcenter: c.vc.Name, obs: c.opts.Observer}
 	asked := c.global.TokenLifetime
 	if asked <= 0 {
 		asked = 24 * time.Hour

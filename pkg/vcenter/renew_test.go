@@ -457,3 +457,29 @@ func TestRenewalRefusedOnce(t *testing.T) {
 		t.Errorf("%d failed logins after a second call, want still 1", n)
 	}
 }
+
+// TestSTSRequestsObserved: the token requests go through the transport
+// wrappers and the observer like every other request (govmomi's STS
+// client is a service client of its own).
+func TestSTSRequestsObserved(t *testing.T) {
+	ctx, cancel := context.WithTimeout(quiet(t), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	seen := 0
+	startTokenRigWith(t, ctx, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 1}, "certificate", time.Hour, false,
+		func(_ string, rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if strings.HasPrefix(r.URL.Path, "/sts/") {
+					mu.Lock()
+					seen++
+					mu.Unlock()
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+	mu.Lock()
+	defer mu.Unlock()
+	if seen != 1 {
+		t.Errorf("%d token requests seen by the transport wrapper, want 1", seen)
+	}
+}
