@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
@@ -72,7 +74,7 @@ func (b *batchReader) queued() int {
 // the end of the test.
 func startReader(t *testing.T) (*fakeReads, *batchReader) {
 	f := newFakeReads()
-	b := newBatchReader(f.read, time.Minute)
+	b := newBatchReader(f.read, time.Minute, 0, clock.RealClock{})
 	t.Cleanup(b.close)
 	return f, b
 }
@@ -134,7 +136,7 @@ func TestBatchReader(t *testing.T) {
 // with no second request. close ends a request under way.
 func TestBatchReaderMakerGivesUp(t *testing.T) {
 	f := newFakeReads()
-	b := newBatchReader(f.read, time.Minute)
+	b := newBatchReader(f.read, time.Minute, 0, clock.RealClock{})
 	ctx := context.Background()
 
 	quitterCtx, giveUp := context.WithCancel(ctx)
@@ -186,6 +188,92 @@ func TestBatchReaderLateJoiner(t *testing.T) {
 		t.Errorf("the caller that joined: %+v, want vm-1 read again", r)
 	}
 	want := [][]string{{"vm-1"}, {"vm-1"}}
+	if !slices.EqualFunc(f.requests, want, slices.Equal) {
+		t.Errorf("requests %v, want %v", f.requests, want)
+	}
+}
+
+// idle reports whether no request is under way.
+func (b *batchReader) idle() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.running == nil
+}
+
+// nextCallers is the number of callers waiting for the next request.
+func (b *batchReader) nextCallers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next == nil {
+		return 0
+	}
+	return b.next.callers
+}
+
+// TestBatchReaderPrefetch: VMs read ahead start a request at once after a
+// quiet spell, else window after the last request started, all together;
+// a caller waiting for a VM read ahead waits for that request, while a
+// caller asking for one nobody read ahead starts the next request at once,
+// taking the VMs read ahead along. A window that ended while a request ran
+// starts the next at its end. After close, nothing is read ahead.
+func TestBatchReaderPrefetch(t *testing.T) {
+	const window = 250 * time.Millisecond
+	clk := clocktesting.NewFakeClock(time.Now())
+	f := newFakeReads()
+	b := newBatchReader(f.read, time.Minute, window, clk)
+	ctx := context.Background()
+
+	b.prefetch(ctx, "vm-1") // quiet: at once
+	<-f.started
+	f.release <- nil
+	poll.True(t, "the first request done", b.idle)
+
+	b.prefetch(ctx, "vm-2")
+	b.prefetch(ctx, "vm-3", "vm-2")
+	waiting := getAsync(ctx, b, "vm-2") // read ahead: waits for the window
+	poll.True(t, "a caller waiting for the VM read ahead", func() bool { return b.nextCallers() == 1 })
+	if !b.idle() || !clk.HasWaiters() {
+		t.Fatalf("VMs read ahead within the window: a request started (idle %v) or no timer armed (%v)", b.idle(), clk.HasWaiters())
+	}
+	clk.Step(window)
+	<-f.started
+	f.release <- nil
+	if r := <-waiting; r.err != nil || len(r.props) != 1 || r.props[0].Val != "vm vm-2" {
+		t.Errorf("vm-2: %+v", r)
+	}
+	poll.True(t, "the second request done", b.idle)
+
+	b.prefetch(ctx, "vm-4")
+	urgent := getAsync(ctx, b, "vm-5") // nobody read it ahead: at once
+	<-f.started
+	b.prefetch(ctx, "vm-6") // while a request runs
+	clk.Step(window)        // its window ends meanwhile
+	f.release <- nil
+	if r := <-urgent; r.err != nil {
+		t.Errorf("vm-5: %+v", r)
+	}
+	<-f.started // vm-6, as soon as the request under way ended
+	f.release <- nil
+	poll.True(t, "the fourth request done", b.idle)
+
+	clk.Step(window)
+	b.prefetch(ctx, "vm-7")
+	<-f.started // quiet for a window: at once
+	f.release <- nil
+	poll.True(t, "the fifth request done", b.idle)
+	b.prefetch(ctx, "vm-8")
+	if !clk.HasWaiters() {
+		t.Fatal("no timer armed for vm-8")
+	}
+	b.close()
+	if clk.HasWaiters() {
+		t.Error("close left the timer armed")
+	}
+	b.prefetch(ctx, "vm-9")
+	if !b.idle() || clk.HasWaiters() {
+		t.Error("a VM read ahead after close started a request or armed a timer")
+	}
+	want := [][]string{{"vm-1"}, {"vm-2", "vm-3"}, {"vm-4", "vm-5"}, {"vm-6"}, {"vm-7"}}
 	if !slices.EqualFunc(f.requests, want, slices.Equal) {
 		t.Errorf("requests %v, want %v", f.requests, want)
 	}

@@ -94,7 +94,12 @@ func NewIndex(c Client, opts Options) *Index {
 		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax, followEvery: opts.FollowInterval,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, guestIPs: opts.GuestIPs, attributes: opts.CustomAttributes,
 		store: newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
-	ix.reader = newBatchReader(ix.readDetails, searchTimeout)
+	delayed, ok := clk.(clock.WithDelayedExecution)
+	window := opts.PrefetchInterval
+	if !ok {
+		delayed, window = clock.RealClock{}, 0 // a clock without timers: reads ahead are not paced
+	}
+	ix.reader = newBatchReader(ix.readAndKeep, searchTimeout, max(window, 0), delayed)
 	return ix
 }
 
@@ -441,29 +446,17 @@ func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, ix.searchTimeout)
 	defer cancel()
-	props, err := ix.reader.get(ctx, r)
-	if err != nil {
+	if _, err := ix.reader.get(ctx, r); err != nil {
 		return VM{}, fmt.Errorf("VM %q (%s) in vCenter %q: reading its details: %w", name, r, ix.VCenter(), err)
 	}
-	have, known = false, false
-	ix.store.write(func(d *data) bool {
+	// The read kept them (readAndKeep), or the collector's replaced them.
+	have = false
+	ix.store.read(func(d *data) {
 		if vm, ok := d.details[r]; ok {
-			out, have = d.complete(ix.VCenter(), vm), true // the collector's are as new or newer
-			return false
+			out, have = d.complete(ix.VCenter(), vm), true
 		}
-		if props == nil || d.vms[r] == nil {
-			return false
-		}
-		// Kept until the collector's first update of the VM replaces them.
-		d.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
-			Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(props)})
-		out, known = d.complete(ix.VCenter(), d.details[r]), true
-		return false
 	})
-	switch {
-	case have:
-		return out, nil
-	case !known:
+	if !have {
 		return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())
 	}
 	// It must be of interest still, for the collector to follow it (it

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,16 @@ func (in *interest) wantLocked(refs ...string) {
 		default:
 		}
 	}
+}
+
+// of returns those of refs that are of interest (all, with allDetails).
+func (in *interest) of(refs []string) []string {
+	if in.allDetails {
+		return refs
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.DeleteFunc(refs, func(r string) bool { return !in.set[r] })
 }
 
 // wantIfEager adds VMs created since the full read, in eager mode.

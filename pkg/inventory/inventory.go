@@ -77,9 +77,22 @@ type Options struct {
 	// cluster are found at once, while a registration storm over ten
 	// vCenters costs no search per Node when the vCenters are busiest.
 	FirstReadSearches int
-	// Clock tells the time (default: the real clock).
+	// PrefetchInterval is the least time between the starts of two
+	// direct reads of details made only for VMs read ahead (Prefetch: the
+	// VMs of Nodes that registered, before the node controller looks them
+	// up; default 250ms; negative: none). A registration storm then costs
+	// one request per interval and vCenter, not one per Node or per few
+	// Nodes; a Node's lookup waits at most this for its VM's details. A
+	// lookup of a VM nobody read ahead never waits for it.
+	PrefetchInterval time.Duration
+	// Clock tells the time (default: the real clock). PrefetchInterval
+	// needs its AfterFunc (clock.WithDelayedExecution, as the real and the
+	// fake clocks have); without, reads ahead are not paced.
 	Clock clock.Clock
 }
+
+// defaultPrefetchInterval is Options.PrefetchInterval when unset.
+const defaultPrefetchInterval = 250 * time.Millisecond
 
 // defaultFollowInterval is Options.FollowInterval when unset.
 const defaultFollowInterval = 30 * time.Second
@@ -120,6 +133,9 @@ func New(clients []Client, opts Options) *Inventory {
 	}
 	if opts.FirstReadSearches == 0 {
 		opts.FirstReadSearches = defaultFirstReadSearches
+	}
+	if opts.PrefetchInterval == 0 {
+		opts.PrefetchInterval = defaultPrefetchInterval
 	}
 	inv := &Inventory{opts: opts, clock: clock.RealClock{}}
 	if opts.Clock != nil {

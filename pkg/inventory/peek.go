@@ -15,21 +15,9 @@ import (
 // retrying once found or settled (a page with its VM arrived, a read
 // completed, a vCenter came back), not at every page of every vCenter.
 func (inv *Inventory) Peek(m config.LookupMethod, value string) (found, settled bool) {
-	var lk lookupKey
-	searchable := false // a miss is searched directly where an index is not current
-	switch m {
-	case config.LookupUUID:
-		_, k, err := uuidLookup(value)
-		if err != nil {
-			return false, true // answered at once: not a UUID
-		}
-		lk, searchable = k, true
-	case config.LookupVMName:
-		lk = lookupKey{name: value}
-	case config.LookupGuestHostname:
-		lk, searchable = lookupKey{host: strings.ToLower(value)}, true
-	default:
-		return false, true
+	lk, searchable, ok := keyFor(m, value)
+	if !ok {
+		return false, true // answered at once: nothing to look up
 	}
 	settled = true
 	for _, ix := range inv.indexes {
@@ -40,6 +28,26 @@ func (inv *Inventory) Peek(m config.LookupMethod, value string) (found, settled 
 		}
 	}
 	return found, settled
+}
+
+// keyFor returns the key a lookup by method m for value searches, and
+// whether a miss is searched directly where an index is not current; ok
+// is false when there is nothing to look up (not a UUID, an unknown
+// method). Peek and Prefetch agree with the Find methods through it.
+func keyFor(m config.LookupMethod, value string) (lk lookupKey, searchable, ok bool) {
+	switch m {
+	case config.LookupUUID:
+		_, k, err := uuidLookup(value)
+		if err != nil {
+			return lookupKey{}, false, false
+		}
+		return k, true, true
+	case config.LookupVMName:
+		return lookupKey{name: value}, false, true
+	case config.LookupGuestHostname:
+		return lookupKey{host: strings.ToLower(value)}, true, true
+	}
+	return lookupKey{}, false, false
 }
 
 // holds reports whether a lookup with key k would find a VM (not a

@@ -176,6 +176,32 @@ func (ix *Index) readDetails(ctx context.Context, refs []string) (map[string][]t
 	return out, err
 }
 
+// readAndKeep reads the details of VMs in one request (readDetails) and
+// keeps those of the VMs of interest the index holds without details,
+// until the collector's first update of each replaces them: a lookup, or
+// a read ahead nobody waits for, then finds them in the data.
+func (ix *Index) readAndKeep(ctx context.Context, refs []string) (map[string][]types.DynamicProperty, error) {
+	out, err := ix.readDetails(ctx, refs)
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	keep := ix.interest.of(slices.Collect(maps.Keys(out)))
+	if len(keep) == 0 {
+		return out, nil
+	}
+	ix.store.write(func(d *data) bool {
+		for _, r := range keep {
+			if _, ok := d.details[r]; ok || d.vms[r] == nil {
+				continue // the collector's are as new or newer; or it left
+			}
+			d.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
+				Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(out[r])})
+		}
+		return false
+	})
+	return out, nil
+}
+
 // assignments turns retrieved properties into the changes of an update.
 func assignments(props []types.DynamicProperty) []types.PropertyChange {
 	out := make([]types.PropertyChange, len(props))

@@ -135,7 +135,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 		if set.Truncated != nil && *set.Truncated {
 			return nil // more pages to come
 		}
-		ix.installFullRead(st.staging)
+		ix.installFullRead(ctx, st.staging)
 		st.staging = nil
 		return nil
 	}
@@ -170,8 +170,9 @@ func (ix *Index) poll(ctx context.Context, st *collector, maxWait time.Duration)
 }
 
 // installFullRead makes a completed full read the index's data, brings
-// the interest in line with it, and marks the index current.
-func (ix *Index) installFullRead(d *data) {
+// the interest in line with it, and marks the index current. The VMs the
+// lookups made during the read look for are read ahead, together.
+func (ix *Index) installFullRead(ctx context.Context, d *data) {
 	ix.store.install(d)
 	// The lookups made until now found nothing, or left their key.
 	keys := ix.interest.takeWanted()
@@ -194,7 +195,11 @@ func (ix *Index) installFullRead(d *data) {
 	})
 	// A vCenter of moderate size: keep every VM's details (one request
 	// adds them all), so that no lookup ever waits for them.
-	ix.interest.afterFullRead(inScope, want, !ix.allDetails && n <= ix.eagerMax)
+	eager := !ix.allDetails && n <= ix.eagerMax
+	ix.interest.afterFullRead(inScope, want, eager)
+	if !eager && !ix.allDetails && len(want) > 0 {
+		ix.reader.prefetch(ctx, want...)
+	}
 	ix.status.fullReadDone()
 	// Woken only now: a consumer woken by a change must find the index
 	// current.

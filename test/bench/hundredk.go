@@ -40,6 +40,9 @@ type hundredKOptions struct {
 	runs     int
 	pinned   bool
 	baseline string
+	// latency delays every SOAP call of the simulators (Model.DelayConfig),
+	// as a real vCenter answers in tens of milliseconds at best.
+	latency time.Duration
 }
 
 // hundredKRun is what one CCM's run measured.
@@ -74,7 +77,8 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 	start := time.Now()
 	var specs []vcsim.Spec
 	for i := range o.vcenters {
-		specs = append(specs, vcsim.Spec{Name: fmt.Sprintf("vc-%02d", i), Clusters: clusters, Hosts: 2, VMs: 1, Copies: perCluster - 1})
+		specs = append(specs, vcsim.Spec{Name: fmt.Sprintf("vc-%02d", i), Clusters: clusters, Hosts: 2, VMs: 1, Copies: perCluster - 1,
+			Latency: o.latency})
 	}
 	fleet, err := vcsim.Start(ctx, specs...)
 	if err != nil {
@@ -168,6 +172,9 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 	}
 	if pinned {
 		mode += ", pinned"
+	}
+	if o.latency > 0 {
+		mode += fmt.Sprintf(", %v per SOAP call", o.latency)
 	}
 	n := float64(len(chosen))
 	fmt.Printf("\n%d Nodes among %d VMs in %d vCenters (%s), %d rounds: median [min, max]\n", len(chosen), vms, o.vcenters, mode, len(rounds))
