@@ -50,6 +50,10 @@ type Options struct {
 	// every VM, for tools that list every VM. The controller manager keeps
 	// them only for the VMs of the Nodes it looks up.
 	AllVMDetails bool
+	// EagerDetailsMax is inventory.Options.EagerDetailsMax: vCenters with
+	// at most this many VMs (default 5,000; negative: none) have every
+	// VM's details kept.
+	EagerDetailsMax int
 	// Metrics, if set, receive request, login and lookup counts and are
 	// refreshed every 10 seconds.
 	Metrics *Metrics
@@ -177,7 +181,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 		ic = append(ic, c)
 		tc = append(tc, c)
 	}
-	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails,
+	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails, EagerDetailsMax: p.opts.EagerDetailsMax,
 		GuestHostnames: slices.Contains(p.cfg.Nodes.LookupOrder, config.LookupGuestHostname),
 		GuestIPs:       p.cfg.Nodes.ServingCertificates.Approve,
 		ClusterGroups:  len(p.cfg.HostGroupZones) > 0 || slices.Contains(p.cfg.Labels.Placement, config.PlacementHostGroup),
