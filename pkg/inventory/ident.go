@@ -107,6 +107,23 @@ func (m multimap[K]) remove(k K, id *ident) {
 	}
 }
 
+// visit calls yield for each ident with key k, until it returns false
+// (then visit does too), without allocating.
+func (m multimap[K]) visit(k K, yield func(*ident) bool) bool {
+	if id, ok := m.one[k]; ok {
+		return yield(id)
+	}
+	if len(m.more) == 0 { // almost always: no second map access
+		return true
+	}
+	for _, id := range m.more[k] {
+		if !yield(id) {
+			return false
+		}
+	}
+	return true
+}
+
 func (m multimap[K]) get(k K) []*ident {
 	if id, ok := m.one[k]; ok {
 		return []*ident{id}

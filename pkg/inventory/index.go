@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"iter"
 	"path"
 	"slices"
 	"strings"
@@ -322,18 +323,24 @@ func (k lookupKey) vms(d *data) []*ident {
 
 // idents are the idents of d with key k, templates included, in a new
 // slice.
-func (k lookupKey) idents(d *data) []*ident {
-	var out []*ident
-	for _, u := range k.uuids {
-		out = append(out, d.byUUID.get(u)...)
+func (k lookupKey) idents(d *data) []*ident { return slices.Collect(k.each(d)) }
+
+// each yields the idents of d with key k, templates included, without
+// allocating.
+func (k lookupKey) each(d *data) iter.Seq[*ident] {
+	return func(yield func(*ident) bool) {
+		for _, u := range k.uuids {
+			if !d.byUUID.visit(u, yield) {
+				return
+			}
+		}
+		if k.name != "" && !d.byName.visit(k.name, yield) {
+			return
+		}
+		if k.host != "" {
+			d.byHost.visit(k.host, yield)
+		}
 	}
-	if k.name != "" {
-		out = append(out, d.byName.get(k.name)...)
-	}
-	if k.host != "" {
-		out = append(out, d.byHost.get(k.host)...)
-	}
-	return out
 }
 
 // lookup returns the VMs (not templates) with key k. While the index is
@@ -358,14 +365,16 @@ func (ix *Index) lookup(k lookupKey) []match {
 	return out
 }
 
-// matches appends the VMs (not templates) of d with key k to out.
+// matches appends the VMs (not templates) of d with key k to out. A
+// lookup runs it in every index (thousands of times a second when the
+// framework's loops pass over thousands of Nodes): no allocation on a
+// miss.
 func (ix *Index) matches(d *data, k lookupKey, out []match, paged bool) []match {
-	seen := map[string]bool{}
-	for _, id := range k.vms(d) {
-		if seen[id.ref] {
+	first := len(out)
+	for id := range k.each(d) {
+		if id.template || slices.ContainsFunc(out[first:], func(m match) bool { return m.ref == id.ref }) {
 			continue
 		}
-		seen[id.ref] = true
 		m := match{ix: ix, ref: id.ref, paged: paged}
 		if vm, ok := d.details[id.ref]; !paged && ok {
 			m.vm, m.detailed = d.complete(ix.VCenter(), vm), true
@@ -468,7 +477,7 @@ func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
 // Ancestors returns the chain of objects from r (included) up to the root,
 // as far as the index knows it.
 func (ix *Index) Ancestors(r types.ManagedObjectReference) []Object {
-	var out []Object
+	out := make([]Object, 0, 8) // a host's: host, cluster, folders, datacenter, root: one allocation
 	ix.store.read(func(d *data) {
 		for range 64 {
 			o, ok := d.objects[r]

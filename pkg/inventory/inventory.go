@@ -206,7 +206,7 @@ func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
 	if err != nil {
 		return VM{}, err
 	}
-	key := fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", keys[0], SwapUUID(keys[0]))
+	key := func() string { return fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", keys[0], SwapUUID(keys[0])) }
 	return inv.find(ctx, key, lk,
 		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, keys) })
 }
@@ -235,7 +235,7 @@ func uuidLookup(uuid string) ([]string, lookupKey, error) {
 // looked up in the index: a vCenter whose index is not complete makes a
 // miss an error, not ErrNotFound.
 func (inv *Inventory) FindByName(ctx context.Context, name string) (VM, error) {
-	return inv.find(ctx, fmt.Sprintf("VM name %q", name), lookupKey{name: name}, nil)
+	return inv.find(ctx, func() string { return fmt.Sprintf("VM name %q", name) }, lookupKey{name: name}, nil)
 }
 
 // FindByGuestHostname finds the VM whose guest host name (VMware Tools) is
@@ -245,7 +245,7 @@ func (inv *Inventory) FindByGuestHostname(ctx context.Context, name string) (VM,
 		return VM{}, fmt.Errorf("guest host name %q: guest host names are not indexed (Options.GuestHostnames is off)", name)
 	}
 	lower := strings.ToLower(name)
-	return inv.find(ctx, fmt.Sprintf("guest host name %q", name),
+	return inv.find(ctx, func() string { return fmt.Sprintf("guest host name %q", name) },
 		lookupKey{host: lower},
 		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchDNSName(ctx, name) })
 }
@@ -263,7 +263,9 @@ type searchFunc func(context.Context, *Index) ([]VM, error)
 // pages read so far is found there (its details read directly), and a
 // miss waits for the next pages (Paged wakes the retry) instead of
 // searching.
-func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search searchFunc) (VM, error) {
+//
+// key says what was looked up, for errors only: built when one is.
+func (inv *Inventory) find(ctx context.Context, key func() string, lk lookupKey, search searchFunc) (VM, error) {
 	var found []match
 	var incomplete []error
 	var ask []*Index // searchable, not current: worth a direct search on a miss
@@ -295,16 +297,16 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 	}
 	switch {
 	case len(found) > 1:
-		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(vmsOf(ctx, found))}
+		return VM{}, &AmbiguousError{Key: key(), Candidates: sortVMs(vmsOf(ctx, found))}
 	case len(found) == 1 && stale != nil:
 		// Known, but its state may have changed: an error, not stale data.
-		return VM{}, &IncompleteError{Key: key, Causes: []error{stale}}
+		return VM{}, &IncompleteError{Key: key(), Causes: []error{stale}}
 	case len(found) == 1 && found[0].detailed:
 		return found[0].vm, nil
 	case len(found) == 1 && found[0].paged:
 		vm, err := found[0].ix.fetchPaged(ctx, found[0].vm.Ref)
 		if err != nil {
-			return VM{}, &IncompleteError{Key: key, Causes: []error{err}}
+			return VM{}, &IncompleteError{Key: key(), Causes: []error{err}}
 		}
 		return vm, nil
 	case len(found) == 1:
@@ -319,9 +321,9 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 	}
 	switch {
 	case len(ask) == 0 && len(incomplete) > 0:
-		return VM{}, &IncompleteError{Key: key, Causes: incomplete}
+		return VM{}, &IncompleteError{Key: key(), Causes: incomplete}
 	case len(ask) == 0:
-		return VM{}, &NotFoundError{Key: key, VCenters: inv.names()}
+		return VM{}, &NotFoundError{Key: key(), VCenters: inv.names()}
 	}
 
 	// Not in any index: ask the vCenters whose index is not current, in parallel.
@@ -361,16 +363,16 @@ func (inv *Inventory) find(ctx context.Context, key string, lk lookupKey, search
 	}
 	switch {
 	case len(searched) > 1:
-		return VM{}, &AmbiguousError{Key: key, Candidates: sortVMs(searched)}
+		return VM{}, &AmbiguousError{Key: key(), Candidates: sortVMs(searched)}
 	case len(searched) == 1:
 		if ix := inv.Index(searched[0].VCenter); ix != nil {
 			ix.interest.want(searched[0].Ref.Value) // follow it from now on
 		}
 		return searched[0], nil
 	case len(causes) > 0:
-		return VM{}, &IncompleteError{Key: key, Causes: causes}
+		return VM{}, &IncompleteError{Key: key(), Causes: causes}
 	}
-	return VM{}, &NotFoundError{Key: key, VCenters: inv.names()}
+	return VM{}, &NotFoundError{Key: key(), VCenters: inv.names()}
 }
 
 func (inv *Inventory) names() []string {

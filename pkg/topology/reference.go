@@ -28,12 +28,13 @@ import (
 // which vCenter lists tags, this one is an error naming both values.
 
 // referenceChains are the three chains of the reference's lookup.
-func referenceChains(ix *inventory.Index, vm inventory.VM) [][]inventory.Object {
-	chains := [][]inventory.Object{HostChain(ix, vm)}
+// host is HostChain's, folders the ancestors of the VM's folder.
+func referenceChains(ix *inventory.Index, vm inventory.VM, host, folders []inventory.Object) [][]inventory.Object {
+	chains := [][]inventory.Object{host}
 	if vm.ResourcePool.Value != "" {
 		chains = append(chains, ix.Ancestors(vm.ResourcePool))
 	}
-	return append(chains, append([]inventory.Object{{Ref: vm.Ref, Name: vm.Name, Parent: vm.Folder}}, ix.Ancestors(vm.Folder)...))
+	return append(chains, append([]inventory.Object{{Ref: vm.Ref, Name: vm.Name, Parent: vm.Folder}}, folders...))
 }
 
 // referenceWalk resolves zone and region (both set) over the chains as the
@@ -49,19 +50,21 @@ func referenceWalk(cache *Cache, vm inventory.VM, chains [][]inventory.Object, z
 	}
 	offHost := func(o inventory.Object) bool { return !onHost[o.Ref] }
 	var missing *CSIMissingError
-	var checked []string
 	for _, chain := range chains {
-		for _, o := range chain {
-			if d := describe(o); !slices.Contains(checked, d) {
-				checked = append(checked, d)
-			}
-		}
 		res, err := csiWalk(cache, vm, chain, zoneCat, regionCat, offHost)
 		if err == nil {
 			return res, nil
 		}
 		if !errors.As(err, &missing) {
 			return Result{}, err // ambiguous: never a guess
+		}
+	}
+	var checked []string // every object walked, for the error only
+	for _, chain := range chains {
+		for _, o := range chain {
+			if d := describe(o); !slices.Contains(checked, d) {
+				checked = append(checked, d)
+			}
 		}
 	}
 	var errs []error

@@ -147,10 +147,16 @@ func (r *Resolver) WaitForSync(ctx context.Context) error {
 // are a fallback for sites where only VMs may be tagged. The first
 // hostLen objects are the host chain, which is all vSphere CSI reads.
 func Chain(ix *inventory.Index, vm inventory.VM) (chain []inventory.Object, hostLen int) {
-	chain = HostChain(ix, vm)
+	return chainOf(HostChain(ix, vm), vm, ix.Ancestors(vm.Folder))
+}
+
+// chainOf is Chain from the VM's host chain and its folder's ancestors,
+// which Resolve reads once for Chain and referenceChains.
+func chainOf(host []inventory.Object, vm inventory.VM, folders []inventory.Object) (chain []inventory.Object, hostLen int) {
+	chain = slices.Clip(host) // appended to: never into the caller's array
 	hostLen = len(chain)
 	chain = append(chain, inventory.Object{Ref: vm.Ref, Name: vm.Name, Parent: vm.Folder})
-	for _, o := range ix.Ancestors(vm.Folder) {
+	for _, o := range folders {
 		if o.Ref.Type == "Datacenter" {
 			break
 		}
@@ -197,7 +203,8 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 		// guess (zones are labelled once).
 		return Result{}, fmt.Errorf("VM %s: its host %s is not in the inventory of vCenter %q yet; retried when it is", vm.Location(), vm.Host.Value, vm.VCenter)
 	}
-	chain, hostLen := Chain(ix, vm)
+	host, folders := HostChain(ix, vm), ix.Ancestors(vm.Folder)
+	chain, hostLen := chainOf(host, vm, folders)
 	// The instance type is the VM's own: its chain starts at the VM and
 	// its folders, then its host's (not cut short for CSI).
 	vmFirst := append(slices.Clone(chain[hostLen:]), chain[:hostLen]...)
@@ -230,7 +237,7 @@ func (r *Resolver) Resolve(ctx context.Context, vm inventory.VM) (Result, error)
 	}
 	var refChains [][]inventory.Object
 	if !r.cfg.Labels.CSICompatible && staticZone == nil && staticRegion == nil && r.cfg.Labels.Zone != "" && r.cfg.Labels.Region != "" {
-		refChains = referenceChains(ix, vm)
+		refChains = referenceChains(ix, vm, host, folders)
 	}
 	res, err := r.resolve(vm, cache, chain, hostLen, vmFirst, staticZone, staticRegion, refChains)
 	var me *MissingTagError

@@ -127,8 +127,8 @@ func (c *Client) nextCheck() time.Duration {
 	if s == nil {
 		return c.opts.KeepAlive
 	}
-	_, wait := c.renewal(s)
-	return max(min(c.opts.KeepAlive, wait), 0)
+	_, wait := c.renewal(s) // RetryMin when due: never 0 or less
+	return min(c.opts.KeepAlive, wait)
 }
 
 // reach makes one unauthenticated request (the SDK's version list) bounded

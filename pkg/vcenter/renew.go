@@ -139,10 +139,10 @@ func (c *Client) renewREST(ctx context.Context) error {
 	}
 	// The credentials may have been withdrawn or replaced meanwhile, as
 	// for a login.
-	if cur, curSource, err := c.opts.Credentials.Get(c.vc); err != nil || !secret.SameIdentity(cur, creds) || curSource != source {
+	if err := c.stillCurrent(creds, source); err != nil {
 		c.logoutREST(rc)
 		c.poke()
-		return errors.New("the credentials changed while renewing the vAPI session; logging in again with the new ones")
+		return fmt.Errorf("renewing the vAPI session: %w", err)
 	}
 	ns := &Session{VIM: s.VIM, REST: rc, mode: s.mode, restRenewAt: tok.renewAt, restExpires: tok.expires,
 		soapRenewAt: s.soapRenewAt, soapExpires: s.soapExpires}

@@ -82,6 +82,26 @@ func (c *Client) once(ctx context.Context, kind int, gen, restGen uint64, login 
 	return f.Wait(ctx)
 }
 
+// errCredentialsChanged: the credentials a login or renewal used were
+// replaced while it was in flight.
+var errCredentialsChanged = errors.New("the credentials changed while logging in; logging in again with the new ones")
+
+// stillCurrent checks, after a login or a vAPI renewal with creds from
+// source, that they are still this vCenter's: the provider's error if
+// they were withdrawn, errCredentialsChanged if another user, mode or
+// source replaced them. A session opened with stale ones must not be
+// used, nor left open.
+func (c *Client) stillCurrent(creds secret.Credentials, source string) error {
+	now, nowSource, err := c.opts.Credentials.Get(c.vc)
+	switch {
+	case err != nil:
+		return err
+	case !secret.SameIdentity(now, creds) || nowSource != source:
+		return errCredentialsChanged
+	}
+	return nil
+}
+
 // credentials returns the current credentials; without usable ones, the
 // vCenter is down (and its session, if any, is dropped: see revoke). A
 // certificate outside its validity period is refused here, before any
@@ -138,10 +158,9 @@ func (c *Client) open(ctx context.Context, keep bool) error {
 	}
 	// The credentials may have been withdrawn or replaced while the login
 	// was in flight: such a session must not be used, nor left open.
-	if now, nowSource, err := c.opts.Credentials.Get(c.vc); err != nil || !secret.SameIdentity(now, creds) || nowSource != source {
+	if err := c.stillCurrent(creds, source); err != nil {
 		c.logout(s)
-		if err == nil {
-			err = errors.New("the credentials changed while logging in; logging in again with the new ones")
+		if errors.Is(err, errCredentialsChanged) {
 			c.poke()
 		}
 		c.fail(err)
