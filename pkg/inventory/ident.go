@@ -59,11 +59,32 @@ func parseUUID(s string) (uuidKey, bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return k, false
 	}
-	h := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
-	if _, err := hex.Decode(k[:], []byte(h)); err != nil {
-		return uuidKey{}, false
+	// Each group into its bytes, without building the 32 digits.
+	at := 0
+	for _, g := range [5][2]int{{0, 8}, {9, 13}, {14, 18}, {19, 23}, {24, 36}} {
+		for i := g[0]; i < g[1]; i += 2 {
+			hi, ok1 := hexDigit(s[i])
+			lo, ok2 := hexDigit(s[i+1])
+			if !ok1 || !ok2 {
+				return uuidKey{}, false
+			}
+			k[at] = hi<<4 | lo
+			at++
+		}
 	}
 	return k, true
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // multimap maps a key to the idents that have it; almost every key has

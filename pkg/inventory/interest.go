@@ -3,6 +3,7 @@ package inventory
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
@@ -29,11 +30,17 @@ type interest struct {
 	// meanwhile are kept in wanted, resolved when it completes.
 	collecting bool
 	wanted     []lookupKey
+	// reading mirrors collecting, for remember's check without the lock:
+	// a lookup that sees it false runs after the read's takeWanted, or
+	// before its beginFullRead, and finds the data either way.
+	reading atomic.Bool
 }
 
 func newInterest(allDetails bool) *interest {
-	return &interest{allDetails: allDetails, wantCh: make(chan struct{}, 1), set: map[string]bool{},
+	in := &interest{allDetails: allDetails, wantCh: make(chan struct{}, 1), set: map[string]bool{},
 		pending: map[string]bool{}, dropping: map[string]bool{}, collecting: true}
+	in.reading.Store(true)
+	return in
 }
 
 // maxWanted bounds the keys remembered while an index is being read.
@@ -117,7 +124,7 @@ func (in *interest) forgetLocked(r string) {
 
 // remember keeps a lookup's key while a full read is under way.
 func (in *interest) remember(k lookupKey) {
-	if in.allDetails {
+	if in.allDetails || !in.reading.Load() { // every lookup of every index: no lock when idle
 		return
 	}
 	in.mu.Lock()
@@ -132,6 +139,7 @@ func (in *interest) beginFullRead() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.collecting = true
+	in.reading.Store(true)
 }
 
 // takeWanted stops keeping lookups' keys and returns those kept: call it
@@ -142,6 +150,7 @@ func (in *interest) takeWanted() []lookupKey {
 	defer in.mu.Unlock()
 	keys := in.wanted
 	in.wanted, in.collecting = nil, false
+	in.reading.Store(false)
 	return keys
 }
 

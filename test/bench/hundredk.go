@@ -439,7 +439,11 @@ func captureProfiles(ctx context.Context, addr, dir, binary string) error {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s profile: %v: %s", prof.name, err, b)
 		}
-		top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", binary, out).CombinedOutput()
+		args := []string{"tool", "pprof", "-top", "-nodecount=25"}
+		if prof.name == "allocs" {
+			args = append(args, "-sample_index=alloc_space", "-cum") // what was allocated, by caller
+		}
+		top, err := exec.CommandContext(ctx, "go", append(args, binary, out)...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%s profile top: %v: %s", prof.name, err, top)
 		}
