@@ -191,6 +191,7 @@ func (b *batchReader) close() {
 		b.timer.Stop()
 		b.timer = nil
 	}
+	b.scheduleLocked(context.Background()) // callers waiting for VMs read ahead: ended at once
 	b.mu.Unlock()
 	b.calls.Close()
 }

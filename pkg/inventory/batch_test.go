@@ -215,7 +215,8 @@ func (b *batchReader) nextCallers() int {
 // a caller waiting for a VM read ahead waits for that request, while a
 // caller asking for one nobody read ahead starts the next request at once,
 // taking the VMs read ahead along. A window that ended while a request ran
-// starts the next at its end. After close, nothing is read ahead.
+// starts the next at its end. At close, a caller waiting for a VM read
+// ahead gets an error at once; after it, nothing is read ahead.
 func TestBatchReaderPrefetch(t *testing.T) {
 	const window = 250 * time.Millisecond
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -265,15 +266,20 @@ func TestBatchReaderPrefetch(t *testing.T) {
 	if !clk.HasWaiters() {
 		t.Fatal("no timer armed for vm-8")
 	}
+	stranded := getAsync(ctx, b, "vm-8") // waits for the window
+	poll.True(t, "a caller waiting for vm-8", func() bool { return b.nextCallers() == 1 })
 	b.close()
 	if clk.HasWaiters() {
 		t.Error("close left the timer armed")
+	}
+	if r := <-stranded; r.err == nil {
+		t.Errorf("a caller waiting for a VM read ahead at close: %+v, want the ended request's error at once", r)
 	}
 	b.prefetch(ctx, "vm-9")
 	if !b.idle() || clk.HasWaiters() {
 		t.Error("a VM read ahead after close started a request or armed a timer")
 	}
-	want := [][]string{{"vm-1"}, {"vm-2", "vm-3"}, {"vm-4", "vm-5"}, {"vm-6"}, {"vm-7"}}
+	want := [][]string{{"vm-1"}, {"vm-2", "vm-3"}, {"vm-4", "vm-5"}, {"vm-6"}, {"vm-7"}, {"vm-8"}}
 	if !slices.EqualFunc(f.requests, want, slices.Equal) {
 		t.Errorf("requests %v, want %v", f.requests, want)
 	}

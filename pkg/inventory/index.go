@@ -455,15 +455,23 @@ func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, ix.searchTimeout)
 	defer cancel()
-	if _, err := ix.reader.get(ctx, r); err != nil {
+	props, err := ix.reader.get(ctx, r)
+	if err != nil {
 		return VM{}, fmt.Errorf("VM %q (%s) in vCenter %q: reading its details: %w", name, r, ix.VCenter(), err)
 	}
-	// The read kept them (readAndKeep), or the collector's replaced them.
+	// The read kept them (readAndKeep), or the collector's replaced them;
+	// or the VM left the interest and came back while they were read:
+	// kept here.
 	have = false
-	ix.store.read(func(d *data) {
+	ix.store.write(func(d *data) bool {
+		if _, ok := d.details[r]; !ok && props != nil && d.vms[r] != nil {
+			d.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
+				Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(props)})
+		}
 		if vm, ok := d.details[r]; ok {
 			out, have = d.complete(ix.VCenter(), vm), true
 		}
+		return false
 	})
 	if !have {
 		return VM{}, fmt.Errorf("VM %s left vCenter %q while its details were read", r, ix.VCenter())

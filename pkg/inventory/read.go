@@ -189,6 +189,7 @@ func (ix *Index) readAndKeep(ctx context.Context, refs []string) (map[string][]t
 	if len(keep) == 0 {
 		return out, nil
 	}
+	var kept []string
 	ix.store.write(func(d *data) bool {
 		for _, r := range keep {
 			if _, ok := d.details[r]; ok || d.vms[r] == nil {
@@ -196,9 +197,13 @@ func (ix *Index) readAndKeep(ctx context.Context, refs []string) (map[string][]t
 			}
 			d.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
 				Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(out[r])})
+			kept = append(kept, r)
 		}
 		return false
 	})
+	// Followed from now on, also a VM that left and came back since
+	// interest.of: details kept must never go stale.
+	ix.interest.want(kept...)
 	return out, nil
 }
 

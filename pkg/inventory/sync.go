@@ -179,6 +179,7 @@ func (ix *Index) installFullRead(ctx context.Context, d *data) {
 	var (
 		inScope map[string]bool // every VM in scope: is it a VM (not a template)
 		want    []string
+		ahead   []string // want's VMs, not templates: read ahead
 		n       int
 	)
 	ix.store.read(func(d *data) {
@@ -190,6 +191,9 @@ func (ix *Index) installFullRead(ctx context.Context, d *data) {
 		for _, k := range keys {
 			for _, id := range k.idents(d) {
 				want = append(want, id.ref)
+				if !id.template {
+					ahead = append(ahead, id.ref)
+				}
 			}
 		}
 	})
@@ -197,8 +201,8 @@ func (ix *Index) installFullRead(ctx context.Context, d *data) {
 	// adds them all), so that no lookup ever waits for them.
 	eager := !ix.allDetails && n <= ix.eagerMax
 	ix.interest.afterFullRead(inScope, want, eager)
-	if !eager && !ix.allDetails && len(want) > 0 {
-		ix.reader.prefetch(ctx, want...)
+	if !eager && !ix.allDetails && len(ahead) > 0 {
+		ix.reader.prefetch(ctx, ahead...)
 	}
 	ix.status.fullReadDone()
 	// Woken only now: a consumer woken by a change must find the index

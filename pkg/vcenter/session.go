@@ -84,7 +84,7 @@ func (c *Client) once(ctx context.Context, kind int, gen, restGen uint64, login 
 
 // errCredentialsChanged: the credentials a login or renewal used were
 // replaced while it was in flight.
-var errCredentialsChanged = errors.New("the credentials changed while logging in; logging in again with the new ones")
+var errCredentialsChanged = errors.New("the credentials were replaced meanwhile; logging in again with the new ones")
 
 // stillCurrent checks, after a login or a vAPI renewal with creds from
 // source, that they are still this vCenter's: the provider's error if
