@@ -224,6 +224,19 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 	return changed, entered, left
 }
 
+// keepRead keeps the details of VM r read directly (props), unless the
+// data has its details already (the collector's are as new or newer) or
+// no longer holds the VM; it reports whether it kept them. They stay
+// until the collector's first update of the VM replaces them.
+func (d *data) keepRead(r string, props []types.DynamicProperty) bool {
+	if _, ok := d.details[r]; ok || d.vms[r] == nil {
+		return false
+	}
+	d.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
+		Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(props)})
+	return true
+}
+
 // applyDetails applies one update of a VM's details (the list view's
 // filter, or the single filter with allDetails).
 func (d *data) applyDetails(u types.ObjectUpdate) {

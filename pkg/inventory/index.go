@@ -464,9 +464,8 @@ func (ix *Index) detail(ctx context.Context, r string) (VM, error) {
 	// kept here.
 	have = false
 	ix.store.write(func(d *data) bool {
-		if _, ok := d.details[r]; !ok && props != nil && d.vms[r] != nil {
-			d.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
-				Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(props)})
+		if props != nil { // nil: gone
+			d.keepRead(r, props)
 		}
 		if vm, ok := d.details[r]; ok {
 			out, have = d.complete(ix.VCenter(), vm), true

@@ -192,12 +192,9 @@ func (ix *Index) readAndKeep(ctx context.Context, refs []string) (map[string][]t
 	var kept []string
 	ix.store.write(func(d *data) bool {
 		for _, r := range keep {
-			if _, ok := d.details[r]; ok || d.vms[r] == nil {
-				continue // the collector's are as new or newer; or it left
+			if d.keepRead(r, out[r]) {
+				kept = append(kept, r)
 			}
-			d.applyDetails(types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter,
-				Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: assignments(out[r])})
-			kept = append(kept, r)
 		}
 		return false
 	})
