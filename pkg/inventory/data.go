@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -52,10 +53,9 @@ func (d *data) apply(set *types.UpdateSet, details ref, o specOptions) applied {
 	for _, fs := range set.FilterSet {
 		if fs.Filter == details {
 			for _, u := range fs.ObjectSet {
-				d.applyDetails(u)
+				res.changed = d.applyDetails(u) || res.changed
 				res.detailed = append(res.detailed, u.Obj.Value)
 			}
-			res.changed = res.changed || len(fs.ObjectSet) > 0
 			continue
 		}
 		c, e, l := d.applyIdentity(fs.ObjectSet, o)
@@ -238,15 +238,27 @@ func (d *data) keepRead(r string, props []types.DynamicProperty) bool {
 }
 
 // applyDetails applies one update of a VM's details (the list view's
-// filter, or the single filter with allDetails).
-func (d *data) applyDetails(u types.ObjectUpdate) {
+// filter, or the single filter with allDetails) and reports whether they
+// changed. The list view's enter of a VM whose details a direct read kept
+// moments before (a Node's lookup, a read ahead) usually changes nothing:
+// it is no change, so that the controllers that re-observe every Node on
+// a change (nodetopology) do not pass over thousands of Nodes for each
+// list view growth.
+func (d *data) applyDetails(u types.ObjectUpdate) bool {
 	r := u.Obj
+	old, had := d.details[r.Value]
 	if u.Kind == types.ObjectUpdateKindLeave {
 		delete(d.details, r.Value)
-		return
+		return had
 	}
-	vm := d.details[r.Value]
-	if vm == nil || u.Kind == types.ObjectUpdateKindEnter {
+	var before VM
+	if had {
+		// A shallow copy is a snapshot: applyVM replaces slices and
+		// maps, never writes into them.
+		before = *old
+	}
+	vm := old
+	if !had || u.Kind == types.ObjectUpdateKindEnter {
 		// All of its properties: nothing of an earlier copy (a direct
 		// read) may outlive a property now unset.
 		vm = &VM{Ref: r}
@@ -255,6 +267,7 @@ func (d *data) applyDetails(u types.ObjectUpdate) {
 	for _, c := range u.ChangeSet {
 		applyVM(vm, c)
 	}
+	return !had || !reflect.DeepEqual(&before, vm)
 }
 
 func applyIdent(id *ident, c types.PropertyChange) {

@@ -1,6 +1,7 @@
 package inventory_test
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -74,5 +75,62 @@ func TestFollowInterval(t *testing.T) {
 	}
 	if n := modifies(); n != 2 {
 		t.Errorf("%d list view changes, want 2", n)
+	}
+}
+
+// TestListViewEnterIsNoChange: a VM looked up has its details read
+// directly, then joins the list view of followed VMs, whose enter brings
+// the same details: no change, so Changed does not fire (the node-topology
+// controller re-observes every Node on a change, and a registration storm
+// grows the list view again and again). A change of the VM afterwards
+// fires it.
+func TestListViewEnterIsNoChange(t *testing.T) {
+	e := setup(t)
+	inv := newInventory(t, e, inventory.Options{MaxWait: time.Second, StaleAfter: time.Hour, EagerDetailsMax: -1})
+	vc := e.fleet.VCenter("vc-a")
+	ix := inv.Index("vc-a")
+	vm := vc.VMs[0]
+	vc.RecordRequests()
+	changed := ix.Changed()
+	if _, err := inv.FindByUUID(e.ctx, vm.UUID); err != nil {
+		t.Fatal(err)
+	}
+	// The sync point: the first long poll after the list view changed
+	// returns the enter; the one after it starts once it is applied.
+	pollsAfterModify := func() int {
+		n, seen := 0, false
+		for _, r := range vc.Requests() {
+			switch {
+			case bytes.Contains(r.Body, []byte("<ModifyListView")):
+				seen = true
+			case seen && bytes.Contains(r.Body, []byte("<WaitForUpdatesEx")):
+				n++
+			}
+		}
+		return n
+	}
+	poll.True(t, "the list view's enter applied", func() bool { return pollsAfterModify() >= 2 })
+	select {
+	case <-changed:
+		t.Fatal("Changed fired for the list view's enter of details already read")
+	default:
+	}
+	task, err := object.NewVirtualMachine(vc.Admin(), vm.Ref).PowerOff(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "Changed fired for the power-off", func() bool {
+		select {
+		case <-changed:
+			return true
+		default:
+			return false
+		}
+	})
+	if got, ok := ix.VM(vm.Ref); !ok || got.PowerState != types.VirtualMachinePowerStatePoweredOff {
+		t.Errorf("after the change: %+v, %v; want powered off", got, ok)
 	}
 }

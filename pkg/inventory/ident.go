@@ -156,8 +156,22 @@ func (id *ident) uuidString() string {
 	if id.uuid == (uuidKey{}) {
 		return ""
 	}
-	h := hex.EncodeToString(id.uuid[:])
+	return id.uuid.String()
+}
+
+// String writes k as vCenter does: lower case, dashed.
+func (k uuidKey) String() string {
+	h := hex.EncodeToString(k[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// swap returns k with its first three groups byte-reversed (SwapUUID):
+// the same BIOS UUID as the other byte order reads it.
+func (k uuidKey) swap() uuidKey {
+	k[0], k[1], k[2], k[3] = k[3], k[2], k[1], k[0]
+	k[4], k[5] = k[5], k[4]
+	k[6], k[7] = k[7], k[6]
+	return k
 }
 
 // complete copies vm with VCenter and Datacenter filled in.

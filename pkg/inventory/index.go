@@ -308,11 +308,12 @@ type match struct {
 	paged    bool
 }
 
-// lookupKey is what a lookup searches by: BIOS UUIDs (both byte orders),
-// a VM name or a guest host name (lower case).
+// lookupKey is what a lookup searches by: a BIOS UUID (and its
+// byte-swapped form when that differs), a VM name or a guest host name
+// (lower case). A value, not a slice: a lookup allocates nothing for it.
 type lookupKey struct {
-	uuids      []uuidKey
-	name, host string
+	uuid, swapped uuidKey // zero: none
+	name, host    string
 }
 
 // vms are the idents of d with key k that are VMs, not templates: what
@@ -329,8 +330,8 @@ func (k lookupKey) idents(d *data) []*ident { return slices.Collect(k.each(d)) }
 // allocating.
 func (k lookupKey) each(d *data) iter.Seq[*ident] {
 	return func(yield func(*ident) bool) {
-		for _, u := range k.uuids {
-			if !d.byUUID.visit(u, yield) {
+		for _, u := range [2]uuidKey{k.uuid, k.swapped} {
+			if u != (uuidKey{}) && !d.byUUID.visit(u, yield) {
 				return
 			}
 		}
@@ -343,18 +344,18 @@ func (k lookupKey) each(d *data) iter.Seq[*ident] {
 	}
 }
 
-// lookup returns the VMs (not templates) with key k. While the index is
+// lookup appends the VMs (not templates) with key k to out. While the index is
 // being read, k is remembered: the VMs it finds when the read completes
 // are asked for in one batch, so Nodes waiting for a vCenter's first read
 // get their details with one request, not one each. Before the first
 // read completes, the pages it has read so far are searched too.
-func (ix *Index) lookup(k lookupKey) []match {
+func (ix *Index) lookup(k lookupKey, out []match) []match {
 	ix.interest.remember(k)
-	var out []match
+	first := len(out)
 	ix.store.read(func(d *data) {
 		out = ix.matches(d, k, out, false)
 	})
-	if len(out) > 0 || ix.HasSynced() {
+	if len(out) > first || ix.HasSynced() {
 		return out
 	}
 	ix.store.readPages(func(d *data) {

@@ -202,33 +202,41 @@ func (inv *Inventory) Index(vcenter string) *Index {
 // vCenter. It answers from the indexes; on a miss it asks directly only
 // the vCenters whose index is not current (see find).
 func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
-	keys, lk, err := uuidLookup(uuid)
+	lk, err := uuidLookup(uuid)
 	if err != nil {
 		return VM{}, err
 	}
-	key := func() string { return fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", keys[0], SwapUUID(keys[0])) }
+	key := func() string {
+		keys := lk.uuidStrings()
+		return fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", keys[0], lk.uuid.swap().String())
+	}
 	return inv.find(ctx, key, lk,
-		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, keys) })
+		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, lk.uuidStrings()) })
 }
 
-// uuidLookup returns the UUIDs a lookup by uuid searches for (it, then
-// its byte-swapped form if different) and its key.
-func uuidLookup(uuid string) ([]string, lookupKey, error) {
-	u := NormalizeUUID(uuid)
-	if u == "" {
-		return nil, lookupKey{}, fmt.Errorf("%q is not a UUID", uuid)
+// uuidLookup returns the key of a lookup by uuid: it, and its
+// byte-swapped form if different. It allocates nothing: the framework's
+// loops look up thousands of Nodes a second by UUID.
+func uuidLookup(uuid string) (lookupKey, error) {
+	k, ok := parseUUID(uuid)
+	if !ok {
+		return lookupKey{}, fmt.Errorf("%q is not a UUID", uuid)
 	}
-	keys := []string{u}
-	if sw := SwapUUID(u); sw != u {
-		keys = append(keys, sw)
+	lk := lookupKey{uuid: k}
+	if sw := k.swap(); sw != k {
+		lk.swapped = sw
 	}
-	var lk lookupKey
-	for _, k := range keys {
-		if uk, ok := parseUUID(k); ok {
-			lk.uuids = append(lk.uuids, uk)
-		}
+	return lk, nil
+}
+
+// uuidStrings are the UUIDs of a lookup by UUID as vCenter writes them
+// (lower case): the UUID, then its byte-swapped form if different.
+func (k lookupKey) uuidStrings() []string {
+	out := []string{k.uuid.String()}
+	if k.swapped != (uuidKey{}) {
+		out = append(out, k.swapped.String())
 	}
-	return keys, lk, nil
+	return out
 }
 
 // FindByName finds the VM with this name in any vCenter. Names are only
@@ -266,7 +274,8 @@ type searchFunc func(context.Context, *Index) ([]VM, error)
 //
 // key says what was looked up, for errors only: built when one is.
 func (inv *Inventory) find(ctx context.Context, key func() string, lk lookupKey, search searchFunc) (VM, error) {
-	var found []match
+	var buf [2]match // one is the usual answer: no allocation for it
+	found := buf[:0]
 	var incomplete []error
 	var ask []*Index // searchable, not current: worth a direct search on a miss
 	var stale error  // a match in a vCenter whose index is not current
@@ -279,8 +288,9 @@ func (inv *Inventory) find(ctx context.Context, key func() string, lk lookupKey,
 		// is that read's or a newer one's, never a resync's old data
 		// taken for current.
 		ok, _, err := ix.Status()
-		vms := ix.lookup(lk)
-		found = append(found, vms...)
+		before := len(found)
+		found = ix.lookup(lk, found)
+		vms := found[before:]
 		switch {
 		case ok:
 		case search != nil && ix.searchedOnMiss():

@@ -37,7 +37,7 @@ func (inv *Inventory) Peek(m config.LookupMethod, value string) (found, settled 
 func keyFor(m config.LookupMethod, value string) (lk lookupKey, searchable, ok bool) {
 	switch m {
 	case config.LookupUUID:
-		_, k, err := uuidLookup(value)
+		k, err := uuidLookup(value)
 		if err != nil {
 			return lookupKey{}, false, false
 		}

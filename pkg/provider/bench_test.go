@@ -97,5 +97,39 @@ func BenchmarkInstanceMetadata(b *testing.B) {
 		pass(b, true)
 		report(b, start)
 	})
+	// The framework's node lifecycle controller asks these of every Node
+	// that is not Ready, every --node-monitor-period.
+	b.Run(fmt.Sprintf("lifecycle-by-providerID/vms=%d", len(vms)), func(b *testing.B) {
+		start := counter.Snapshot()
+		for i := 0; b.Loop(); i++ {
+			vm := vms[i%len(vms)]
+			n := node(vm)
+			n.Spec.ProviderID = "vsphere://" + vm.UUID
+			if ok, err := p.InstanceExists(ctx, n); err != nil || !ok {
+				b.Fatalf("%s: exists %v, %v", vm.Name, ok, err)
+			}
+			if off, err := p.InstanceShutdown(ctx, n); err != nil || off {
+				b.Fatalf("%s: shutdown %v, %v", vm.Name, off, err)
+			}
+		}
+		report(b, start)
+	})
+	// The node-topology controller observes every Node on each change.
+	b.Run(fmt.Sprintf("observe-by-providerID/vms=%d", len(vms)), func(b *testing.B) {
+		start := counter.Snapshot()
+		for i := 0; b.Loop(); i++ {
+			vm := vms[i%len(vms)]
+			n := node(vm)
+			n.Spec.ProviderID = "vsphere://" + vm.UUID
+			o, err := p.Observe(ctx, n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if o.Topology.Zone == nil || o.Topology.Zone.Value != "zone-"+vm.Cluster {
+				b.Fatalf("%s: zone %v", vm.Name, o.Topology.Zone)
+			}
+		}
+		report(b, start)
+	})
 	b.Logf("start-up: %d SOAP + %d REST requests, %d REST logins for %d VMs", atStart.SOAP, atStart.REST, atStart.RESTLogins, len(vms))
 }

@@ -424,12 +424,12 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 	return r, nil
 }
 
-// captureProfiles takes a 30-second CPU profile of the CCM from the start
+// captureProfiles takes a 60-second CPU profile of the CCM from the start
 // of the registrations, then its block and mutex profiles and what it
 // allocated in the next 20 seconds, into dir, and prints the top of each.
 func captureProfiles(ctx context.Context, addr, dir, binary string) error {
 	for _, prof := range []struct{ name, path string }{
-		{"cpu", "/debug/pprof/profile?seconds=30"},
+		{"cpu", "/debug/pprof/profile?seconds=60"}, // about the whole initialization
 		{"block", "/debug/pprof/block"},
 		{"mutex", "/debug/pprof/mutex"},
 		{"allocs", "/debug/pprof/allocs?seconds=20"}, // the 20 s after the CPU profile
