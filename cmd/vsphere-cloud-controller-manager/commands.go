@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/memlimit"
 )
 
 // exitError carries an exit code through cobra without printing twice.
@@ -41,6 +44,15 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int 
 }
 
 func runCCM(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
+	// Before anything allocates much: the inventories are read at start.
+	gc := memlimit.Tune(func(key string) (string, bool) {
+		for _, kv := range env {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+				return v, true
+			}
+		}
+		return "", false
+	}, os.DirFS("/"))
 	// A valid change of the cloud-config ends the controller manager like
 	// a signal; the process then exits 0 and its container restarts.
 	ctx, restart := context.WithCancel(ctx)
@@ -49,6 +61,13 @@ func runCCM(ctx context.Context, args, env []string, stdout, stderr io.Writer) i
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
+	}
+	pre := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if f := c.Flags().Lookup("version"); f == nil || !f.Changed {
+			fmt.Fprintln(stderr, "garbage collector:", gc)
+		}
+		return pre(c, args)
 	}
 	defer klog.Flush()
 	defer closeProvider()

@@ -43,6 +43,10 @@ type hundredKOptions struct {
 	// latency delays every SOAP call of the simulators (Model.DelayConfig),
 	// as a real vCenter answers in tens of milliseconds at best.
 	latency time.Duration
+	// memLimit is the memory limit of the CCM's container, in bytes (0:
+	// none), given as the binary would derive it from the cgroup: the
+	// zero-cost CCM runs without.
+	memLimit int64
 }
 
 // hundredKRun is what one CCM's run measured.
@@ -142,21 +146,21 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 	for i := range max(o.runs, 1) {
 		fmt.Printf("\n-- round %d of %d\n", i+1, max(o.runs, 1))
 		var r round
-		if r.ours, err = runHundredK(ctx, e, chosen, e.ccm, cfgPath, o.profile && i == 0, o.cold); err != nil {
+		if r.ours, err = runHundredK(ctx, e, chosen, e.ccm, cfgPath, o.profile && i == 0, o.cold, o.memLimit); err != nil {
 			return nil, fmt.Errorf("vsphere CCM: %w", err)
 		}
 		if err := deleteNodes(ctx, e.kube); err != nil {
 			return nil, err
 		}
 		if o.baseline != "" {
-			if r.base, err = runHundredK(ctx, e, chosen, o.baseline, cfgPath, false, o.cold); err != nil {
+			if r.base, err = runHundredK(ctx, e, chosen, o.baseline, cfgPath, false, o.cold, o.memLimit); err != nil {
 				return nil, fmt.Errorf("baseline CCM: %w", err)
 			}
 			if err := deleteNodes(ctx, e.kube); err != nil {
 				return nil, err
 			}
 		}
-		if r.floor, err = runHundredK(ctx, e, chosen, zero, "--answers="+answersPath, false, o.cold); err != nil {
+		if r.floor, err = runHundredK(ctx, e, chosen, zero, "--answers="+answersPath, false, o.cold, 0); err != nil {
 			return nil, fmt.Errorf("zero-cost CCM: %w", err)
 		}
 		if err := deleteNodes(ctx, e.kube); err != nil {
@@ -175,6 +179,9 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 	}
 	if o.latency > 0 {
 		mode += fmt.Sprintf(", %v per SOAP call", o.latency)
+	}
+	if o.memLimit > 0 {
+		mode += fmt.Sprintf(", the CCM's memory limit %d MiB (GOMEMLIMIT %d MiB)", o.memLimit>>20, o.memLimit/100*90>>20)
 	}
 	n := float64(len(chosen))
 	fmt.Printf("\n%d Nodes among %d VMs in %d vCenters (%s), %d rounds: median [min, max]\n", len(chosen), vms, o.vcenters, mode, len(rounds))
@@ -292,7 +299,7 @@ func sum(m map[string]time.Duration) time.Duration {
 
 // runHundredK runs one CCM binary, waits until it is healthy and (unless
 // cold) its inventories are read, registers every Node, and measures.
-func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg string, profile, cold bool) (hundredKRun, error) {
+func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg string, profile, cold bool, memLimit int64) (hundredKRun, error) {
 	var r hundredKRun
 	var env []string
 	debugAddr := ""
@@ -303,6 +310,12 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 		}
 		debugAddr = "127.0.0.1:" + strconv.Itoa(port)
 		env = append(env, "VSPHERE_CCM_DEBUG_ADDR="+debugAddr)
+	}
+	if memLimit > 0 {
+		// What the binary sets itself from a container's cgroup limit
+		// (pkg/memlimit: 90 % of it); a process outside a cgroup gets
+		// it from the environment.
+		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(memLimit/100*90, 10))
 	}
 	name := filepath.Base(binary)
 	p, err := ccmproc.StartEnv(e.cp, binary, configArg, filepath.Join(e.work, "hundredk-"+name+".log"), map[string]string{

@@ -1,0 +1,118 @@
+// Package memlimit sets the garbage collector's target and soft memory
+// limit from the container's memory limit (cgroup v2 or v1), unless the
+// environment sets them.
+package memlimit
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"math"
+	"runtime/debug"
+	"strconv"
+)
+
+// The garbage collector's settings when the operator set none.
+//
+// Without a memory limit the heap may grow to 1.5 times the live data
+// (GOGC=50), not Go's default 2 times: resident memory stays small
+// (docs/performance.md, bigvc). Under a container memory limit (cgroup)
+// the room is there to use: a soft limit at 90 % of it (GOMEMLIMIT) with
+// Go's default GOGC=100, so that the collector runs half as often while
+// the heap is well under the limit and more often only near it (at 100,000
+// VMs the garbage collector was a fifth of the CCM's CPU at GOGC=50). The
+// Go GC guide recommends this pairing; GOGC or GOMEMLIMIT set in the
+// environment win.
+const (
+	gcPercentUnlimited = 50
+	gcPercentLimited   = 100
+	// limitPercent is the share of the container's limit given to Go:
+	// the rest is for what Go does not count (the binary's mapped pages).
+	limitPercent = 90
+)
+
+// cgroupLimitFiles are where a container's memory limit is written:
+// cgroup v2, then v1 (paths relative to /).
+var cgroupLimitFiles = [...]string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// Settings is what Tune decided, for the log.
+type Settings struct {
+	GCPercent   int    // -1: left as the environment set it
+	MemoryLimit int64  // bytes; 0: left as the environment set it, or none
+	Source      string // where the limit came from
+}
+
+func (s Settings) String() string {
+	gc := "GOGC from the environment"
+	if s.GCPercent >= 0 {
+		gc = fmt.Sprintf("GOGC=%d", s.GCPercent)
+	}
+	switch {
+	case s.MemoryLimit > 0:
+		return fmt.Sprintf("%s, soft memory limit %d MiB (%d%% of %s)", gc, s.MemoryLimit>>20, limitPercent, s.Source)
+	case s.Source != "":
+		return fmt.Sprintf("%s, memory limit from %s", gc, s.Source)
+	}
+	return gc + ", no memory limit"
+}
+
+// Tune sets the garbage collector's target and soft memory limit when
+// the environment (lookupEnv) sets neither, from the container memory
+// limit found in root (os.DirFS("/"), or a test's files).
+func Tune(lookupEnv func(string) (string, bool), root fs.FS) Settings {
+	s := plan(lookupEnv, root)
+	if s.GCPercent >= 0 {
+		debug.SetGCPercent(s.GCPercent)
+	}
+	if s.MemoryLimit > 0 {
+		debug.SetMemoryLimit(s.MemoryLimit)
+	}
+	return s
+}
+
+// plan decides what Tune sets, without setting it.
+func plan(lookupEnv func(string) (string, bool), root fs.FS) Settings {
+	_, gogcSet := lookupEnv("GOGC")
+	if _, set := lookupEnv("GOMEMLIMIT"); set {
+		s := Settings{GCPercent: -1, Source: "GOMEMLIMIT"}
+		if !gogcSet {
+			s.GCPercent = gcPercentLimited
+		}
+		return s
+	}
+	s := Settings{GCPercent: -1}
+	for _, name := range cgroupLimitFiles {
+		b, err := fs.ReadFile(root, name)
+		if err != nil {
+			continue
+		}
+		if limit, ok := parseCgroupLimit(b); ok {
+			s.MemoryLimit, s.Source = limit/100*limitPercent, "/"+name
+			break
+		}
+		break // the file says no limit ("max", or v1's huge number)
+	}
+	if !gogcSet {
+		s.GCPercent = gcPercentUnlimited
+		if s.MemoryLimit > 0 {
+			s.GCPercent = gcPercentLimited
+		}
+	}
+	return s
+}
+
+// parseCgroupLimit reads a cgroup memory limit file: a number of bytes,
+// or "max" (v2) or a number near 2^63 (v1) for none. ok is false for no
+// limit and for anything unreadable.
+func parseCgroupLimit(b []byte) (int64, bool) {
+	s := string(bytes.TrimSpace(b))
+	if s == "max" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	// v1 writes "no limit" as the largest multiple of the page size.
+	if err != nil || n <= 0 || n >= math.MaxInt64/2 {
+		return 0, false
+	}
+	return n, true
+}
