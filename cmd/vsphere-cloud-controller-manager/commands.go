@@ -67,6 +67,9 @@ func runCCM(ctx context.Context, args, env []string, stdout, stderr io.Writer) i
 		if f := c.Flags().Lookup("version"); f == nil || !f.Changed {
 			fmt.Fprintln(stderr, "garbage collector:", gc)
 		}
+		if pre == nil {
+			return nil
+		}
 		return pre(c, args)
 	}
 	defer klog.Flush()

@@ -43,7 +43,7 @@ type applied struct {
 	changed  bool     // details, identities or objects
 	entered  []string // VMs that entered the scope
 	left     []string // VMs that left it
-	detailed []string // VMs whose details changed
+	detailed []string // VMs whose details were updated (changed or not)
 }
 
 // apply applies an update set: the filter details's updates to the

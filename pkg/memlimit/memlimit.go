@@ -10,6 +10,7 @@ import (
 	"math"
 	"runtime/debug"
 	"strconv"
+	"strings"
 )
 
 // The garbage collector's settings when the operator set none.
@@ -26,8 +27,10 @@ import (
 const (
 	gcPercentUnlimited = 50
 	gcPercentLimited   = 100
-	// limitPercent is the share of the container's limit given to Go:
-	// the rest is for what Go does not count (the binary's mapped pages).
+	// limitPercent is the share of the container's limit given to Go
+	// (heap, stacks and the runtime's own): the rest is for what Go does
+	// not count (the binary's mapped pages are reclaimable, and measured
+	// at 62 to 67 MB, docs/architecture.md).
 	limitPercent = 90
 )
 
@@ -50,6 +53,8 @@ func (s Settings) String() string {
 	switch {
 	case s.MemoryLimit > 0:
 		return fmt.Sprintf("%s, soft memory limit %d MiB (%d%% of %s)", gc, s.MemoryLimit>>20, limitPercent, s.Source)
+	case s.Source == "GOMEMLIMIT=off":
+		return gc + ", no memory limit (GOMEMLIMIT=off)"
 	case s.Source != "":
 		return fmt.Sprintf("%s, memory limit from %s", gc, s.Source)
 	}
@@ -70,35 +75,46 @@ func Tune(lookupEnv func(string) (string, bool), root fs.FS) Settings {
 	return s
 }
 
-// plan decides what Tune sets, without setting it.
+// plan decides what Tune sets, without setting it. A variable set empty
+// is unset, as the Go runtime reads it; GOMEMLIMIT=off is no limit: the
+// cgroup's is not applied either.
 func plan(lookupEnv func(string) (string, bool), root fs.FS) Settings {
-	_, gogcSet := lookupEnv("GOGC")
-	if _, set := lookupEnv("GOMEMLIMIT"); set {
-		s := Settings{GCPercent: -1, Source: "GOMEMLIMIT"}
-		if !gogcSet {
+	gogc, _ := lookupEnv("GOGC")
+	gogcSet := strings.TrimSpace(gogc) != ""
+	s := Settings{GCPercent: -1}
+	mem, _ := lookupEnv("GOMEMLIMIT")
+	switch strings.TrimSpace(mem) {
+	case "":
+		s.MemoryLimit, s.Source = cgroupLimit(root)
+	case "off":
+		s.Source = "GOMEMLIMIT=off"
+	default:
+		s.Source = "GOMEMLIMIT"
+	}
+	if !gogcSet {
+		s.GCPercent = gcPercentUnlimited
+		if s.MemoryLimit > 0 || s.Source == "GOMEMLIMIT" {
 			s.GCPercent = gcPercentLimited
 		}
-		return s
 	}
-	s := Settings{GCPercent: -1}
+	return s
+}
+
+// cgroupLimit returns the share of the container's memory limit given to
+// Go, and the file it was read from; 0 when there is none. The first file
+// that exists decides: v2's "max" is no limit, whatever v1 says.
+func cgroupLimit(root fs.FS) (int64, string) {
 	for _, name := range cgroupLimitFiles {
 		b, err := fs.ReadFile(root, name)
 		if err != nil {
 			continue
 		}
 		if limit, ok := parseCgroupLimit(b); ok {
-			s.MemoryLimit, s.Source = limit/100*limitPercent, "/"+name
-			break
+			return limit / 100 * limitPercent, "/" + name
 		}
-		break // the file says no limit ("max", or v1's huge number)
+		return 0, "" // the file says no limit ("max", or v1's huge number)
 	}
-	if !gogcSet {
-		s.GCPercent = gcPercentUnlimited
-		if s.MemoryLimit > 0 {
-			s.GCPercent = gcPercentLimited
-		}
-	}
-	return s
+	return 0, ""
 }
 
 // parseCgroupLimit reads a cgroup memory limit file: a number of bytes,

@@ -34,6 +34,10 @@ func TestPlan(t *testing.T) {
 			want: Settings{GCPercent: -1, MemoryLimit: mib512 / 100 * 90, Source: "/" + v2}, wantInLog: "GOGC from the environment"},
 		{name: "GOMEMLIMIT set: the runtime's, GOGC=100", env: map[string]string{"GOMEMLIMIT": "300MiB"}, files: map[string]string{v2: "536870912"},
 			want: Settings{GCPercent: 100, Source: "GOMEMLIMIT"}, wantInLog: "GOGC=100, memory limit from GOMEMLIMIT"},
+		{name: "GOMEMLIMIT=off: no limit, not the cgroup's either", env: map[string]string{"GOMEMLIMIT": "off"}, files: map[string]string{v2: "536870912"},
+			want: Settings{GCPercent: 50, Source: "GOMEMLIMIT=off"}, wantInLog: "GOGC=50, no memory limit (GOMEMLIMIT=off)"},
+		{name: "set empty (a template's blank value) is unset", env: map[string]string{"GOMEMLIMIT": "", "GOGC": " "}, files: map[string]string{v2: "536870912"},
+			want: Settings{GCPercent: 100, MemoryLimit: mib512 / 100 * 90, Source: "/" + v2}},
 		{name: "both set: nothing changed", env: map[string]string{"GOMEMLIMIT": "300MiB", "GOGC": "off"},
 			want: Settings{GCPercent: -1, Source: "GOMEMLIMIT"}},
 	} {

@@ -44,8 +44,9 @@ type hundredKOptions struct {
 	// as a real vCenter answers in tens of milliseconds at best.
 	latency time.Duration
 	// memLimit is the memory limit of the CCM's container, in bytes (0:
-	// none), given as the binary would derive it from the cgroup: the
-	// zero-cost CCM runs without.
+	// none), given as the binary would derive it from the cgroup. The
+	// baseline (the previous code read no cgroup) and the zero-cost CCM
+	// run without, as they would be deployed.
 	memLimit int64
 }
 
@@ -153,7 +154,7 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 			return nil, err
 		}
 		if o.baseline != "" {
-			if r.base, err = runHundredK(ctx, e, chosen, o.baseline, cfgPath, false, o.cold, o.memLimit); err != nil {
+			if r.base, err = runHundredK(ctx, e, chosen, o.baseline, cfgPath, false, o.cold, 0); err != nil {
 				return nil, fmt.Errorf("baseline CCM: %w", err)
 			}
 			if err := deleteNodes(ctx, e.kube); err != nil {
@@ -181,7 +182,7 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 		mode += fmt.Sprintf(", %v per SOAP call", o.latency)
 	}
 	if o.memLimit > 0 {
-		mode += fmt.Sprintf(", the CCM's memory limit %d MiB (GOMEMLIMIT %d MiB)", o.memLimit>>20, o.memLimit/100*90>>20)
+		mode += fmt.Sprintf(", this CCM under a %d MiB memory limit (GOMEMLIMIT %d MiB)", o.memLimit>>20, o.memLimit/100*90>>20)
 	}
 	n := float64(len(chosen))
 	fmt.Printf("\n%d Nodes among %d VMs in %d vCenters (%s), %d rounds: median [min, max]\n", len(chosen), vms, o.vcenters, mode, len(rounds))
