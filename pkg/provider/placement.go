@@ -1,16 +1,13 @@
 package provider
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"maps"
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/labelvalue"
 )
 
 // The placement labels (labels.placement): where a Node's VM runs, set at
@@ -70,32 +67,9 @@ func placementOf(want []config.PlacementLabel, ix *inventory.Index, vm inventory
 	return out
 }
 
-// LabelValue makes s a valid label value, deterministically (the one
-// policy for labels that say where a VM is; zone, region and the other
-// values components match exactly are refused when invalid, never
-// rewritten): characters
-// other than letters, digits, '-', '_' and '.' become '-', leading and
-// trailing non-alphanumerics are dropped, and a value longer than 63
-// characters keeps its first 54 and ends with '-' and 8 hex digits of the
-// SHA-256 of s, so that two long names stay apart. A valid value is
-// returned as it is.
-func LabelValue(s string) string {
-	if len(validation.IsValidLabelValue(s)) == 0 {
-		return s
-	}
-	b := []byte(s)
-	for i, c := range b {
-		if !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			b[i] = '-'
-		}
-	}
-	out := strings.TrimFunc(string(b), func(r rune) bool { return !isAlnum(byte(r)) })
-	if len(out) > validation.LabelValueMaxLength {
-		sum := sha256.Sum256([]byte(s))
-		out = strings.TrimRightFunc(out[:54], func(r rune) bool { return !isAlnum(byte(r)) }) + "-" + hex.EncodeToString(sum[:4])
-	}
-	return out
-}
+// LabelValue makes s a valid label value, deterministically
+// (labelvalue.Of): the one policy for labels that say where a VM is.
+func LabelValue(s string) string { return labelvalue.Of(s) }
 
 // labelNames reports whether label is what this CCM writes for name: name
 // itself, or name made valid by LabelValue. Labels that say where a VM is
@@ -103,10 +77,6 @@ func LabelValue(s string) string {
 // values").
 func labelNames(label, name string) bool {
 	return label == name || label == LabelValue(name)
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // placementDriftOf lists the configured placement labels of an
