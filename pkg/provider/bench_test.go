@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
@@ -66,70 +67,55 @@ func BenchmarkInstanceMetadata(b *testing.B) {
 	}
 	atStart := counter.Snapshot()
 
-	pass := func(b *testing.B, withProviderID bool) {
-		for i := 0; b.Loop(); i++ {
-			vm := vms[i%len(vms)]
-			n := node(vm)
-			if withProviderID {
-				n.Spec.ProviderID = "vsphere://" + vm.UUID
+	// run measures call over every VM in turn, its Node with or without
+	// a providerID, and reports the requests it made.
+	run := func(name string, withProviderID bool, call func(b *testing.B, vm vcsim.VM, n *v1.Node)) {
+		b.Run(fmt.Sprintf("%s/vms=%d", name, len(vms)), func(b *testing.B) {
+			start := counter.Snapshot()
+			for i := 0; b.Loop(); i++ {
+				vm := vms[i%len(vms)]
+				n := node(vm)
+				if withProviderID {
+					n.Spec.ProviderID = "vsphere://" + vm.UUID
+				}
+				call(b, vm, n)
 			}
-			md, err := p.InstanceMetadata(ctx, n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if md.Zone != "zone-"+vm.Cluster {
-				b.Fatalf("%s: zone %s", vm.Name, md.Zone)
-			}
+			d := counter.Snapshot().Sub(start)
+			b.ReportMetric(float64(d.Total())/float64(b.N), "requests/op")
+			b.ReportMetric(float64(counter.Snapshot().Sub(atStart).RESTLogins), "rest-logins-after-start")
+		})
+	}
+	metadata := func(b *testing.B, vm vcsim.VM, n *v1.Node) {
+		md, err := p.InstanceMetadata(ctx, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if md.Zone != "zone-"+vm.Cluster {
+			b.Fatalf("%s: zone %s", vm.Name, md.Zone)
 		}
 	}
-	report := func(b *testing.B, start vcsim.Counts) {
-		d := counter.Snapshot().Sub(start)
-		b.ReportMetric(float64(d.Total())/float64(b.N), "requests/op")
-		b.ReportMetric(float64(counter.Snapshot().Sub(atStart).RESTLogins), "rest-logins-after-start")
-	}
-	b.Run(fmt.Sprintf("first-lookup-by-systemUUID/vms=%d", len(vms)), func(b *testing.B) {
-		start := counter.Snapshot()
-		pass(b, false)
-		report(b, start)
-	})
-	b.Run(fmt.Sprintf("steady-by-providerID/vms=%d", len(vms)), func(b *testing.B) {
-		start := counter.Snapshot()
-		pass(b, true)
-		report(b, start)
-	})
+	run("first-lookup-by-systemUUID", false, metadata)
+	run("steady-by-providerID", true, metadata)
 	// The framework's node lifecycle controller asks these of every Node
 	// that is not Ready, every --node-monitor-period.
-	b.Run(fmt.Sprintf("lifecycle-by-providerID/vms=%d", len(vms)), func(b *testing.B) {
-		start := counter.Snapshot()
-		for i := 0; b.Loop(); i++ {
-			vm := vms[i%len(vms)]
-			n := node(vm)
-			n.Spec.ProviderID = "vsphere://" + vm.UUID
-			if ok, err := p.InstanceExists(ctx, n); err != nil || !ok {
-				b.Fatalf("%s: exists %v, %v", vm.Name, ok, err)
-			}
-			if off, err := p.InstanceShutdown(ctx, n); err != nil || off {
-				b.Fatalf("%s: shutdown %v, %v", vm.Name, off, err)
-			}
+	run("lifecycle-by-providerID", true, func(b *testing.B, vm vcsim.VM, n *v1.Node) {
+		if ok, err := p.InstanceExists(ctx, n); err != nil || !ok {
+			b.Fatalf("%s: exists %v, %v", vm.Name, ok, err)
 		}
-		report(b, start)
+		if off, err := p.InstanceShutdown(ctx, n); err != nil || off {
+			b.Fatalf("%s: shutdown %v, %v", vm.Name, off, err)
+		}
 	})
-	// The node-topology controller observes every Node on each change.
-	b.Run(fmt.Sprintf("observe-by-providerID/vms=%d", len(vms)), func(b *testing.B) {
-		start := counter.Snapshot()
-		for i := 0; b.Loop(); i++ {
-			vm := vms[i%len(vms)]
-			n := node(vm)
-			n.Spec.ProviderID = "vsphere://" + vm.UUID
-			o, err := p.Observe(ctx, n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if o.Topology.Zone == nil || o.Topology.Zone.Value != "zone-"+vm.Cluster {
-				b.Fatalf("%s: zone %v", vm.Name, o.Topology.Zone)
-			}
+	// The node-topology controller observes a Node on each of its
+	// changes, and every Node on an inventory change.
+	run("observe-by-providerID", true, func(b *testing.B, vm vcsim.VM, n *v1.Node) {
+		o, err := p.Observe(ctx, n)
+		if err != nil {
+			b.Fatal(err)
 		}
-		report(b, start)
+		if o.Topology.Zone == nil || o.Topology.Zone.Value != "zone-"+vm.Cluster {
+			b.Fatalf("%s: zone %v", vm.Name, o.Topology.Zone)
+		}
 	})
 	b.Logf("start-up: %d SOAP + %d REST requests, %d REST logins for %d VMs", atStart.SOAP, atStart.REST, atStart.RESTLogins, len(vms))
 }
