@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,14 +44,7 @@ func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int 
 
 func runCCM(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
 	// Before anything allocates much: the inventories are read at start.
-	gc := memlimit.Tune(func(key string) (string, bool) {
-		for _, kv := range env {
-			if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-				return v, true
-			}
-		}
-		return "", false
-	}, os.DirFS("/"))
+	gc := memlimit.Tune(func(key string) string { return lookupEnv(env, key) }, os.DirFS("/"))
 	// A valid change of the cloud-config ends the controller manager like
 	// a signal; the process then exits 0 and its container restarts.
 	ctx, restart := context.WithCancel(ctx)

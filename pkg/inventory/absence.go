@@ -58,14 +58,11 @@ func (ix *Index) Unreadable() []UnreadableVM {
 // is an *ExistsError; one that could not answer (down, silent, no
 // permission) is its error. The vCenters are asked in parallel.
 func (inv *Inventory) ConfirmAbsent(ctx context.Context, uuid string) error {
-	u := NormalizeUUID(uuid)
-	if u == "" {
-		return fmt.Errorf("%q is not a UUID", uuid)
+	lk, err := uuidLookup(uuid)
+	if err != nil {
+		return err
 	}
-	keys := []string{u}
-	if sw := SwapUUID(u); sw != u {
-		keys = append(keys, sw)
-	}
+	keys := lk.uuidStrings()
 	errs := make([]error, len(inv.indexes))
 	var wg sync.WaitGroup
 	for i, ix := range inv.indexes {

@@ -206,10 +206,7 @@ func (inv *Inventory) FindByUUID(ctx context.Context, uuid string) (VM, error) {
 	if err != nil {
 		return VM{}, err
 	}
-	key := func() string {
-		keys := lk.uuidStrings()
-		return fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", keys[0], lk.uuid.swap().String())
-	}
+	key := func() string { return fmt.Sprintf("BIOS UUID %s (or byte-swapped %s)", lk.uuid, lk.uuid.swap()) }
 	return inv.find(ctx, key, lk,
 		func(ctx context.Context, ix *Index) ([]VM, error) { return ix.searchUUID(ctx, lk.uuidStrings()) })
 }

@@ -62,10 +62,11 @@ func (s Settings) String() string {
 }
 
 // Tune sets the garbage collector's target and soft memory limit when
-// the environment (lookupEnv) sets neither, from the container memory
-// limit found in root (os.DirFS("/"), or a test's files).
-func Tune(lookupEnv func(string) (string, bool), root fs.FS) Settings {
-	s := plan(lookupEnv, root)
+// the environment (getenv; empty is unset, as the Go runtime reads it)
+// sets neither, from the container memory limit found in root
+// (os.DirFS("/"), or a test's files).
+func Tune(getenv func(string) string, root fs.FS) Settings {
+	s := plan(getenv, root)
 	if s.GCPercent >= 0 {
 		debug.SetGCPercent(s.GCPercent)
 	}
@@ -75,15 +76,12 @@ func Tune(lookupEnv func(string) (string, bool), root fs.FS) Settings {
 	return s
 }
 
-// plan decides what Tune sets, without setting it. A variable set empty
-// is unset, as the Go runtime reads it; GOMEMLIMIT=off is no limit: the
-// cgroup's is not applied either.
-func plan(lookupEnv func(string) (string, bool), root fs.FS) Settings {
-	gogc, _ := lookupEnv("GOGC")
-	gogcSet := strings.TrimSpace(gogc) != ""
+// plan decides what Tune sets, without setting it. GOMEMLIMIT=off is no
+// limit: the cgroup's is not applied either.
+func plan(getenv func(string) string, root fs.FS) Settings {
+	gogcSet := strings.TrimSpace(getenv("GOGC")) != ""
 	s := Settings{GCPercent: -1}
-	mem, _ := lookupEnv("GOMEMLIMIT")
-	switch strings.TrimSpace(mem) {
+	switch strings.TrimSpace(getenv("GOMEMLIMIT")) {
 	case "":
 		s.MemoryLimit, s.Source = cgroupLimit(root)
 	case "off":
@@ -110,12 +108,15 @@ func cgroupLimit(root fs.FS) (int64, string) {
 			continue
 		}
 		if limit, ok := parseCgroupLimit(b); ok {
-			return limit / 100 * limitPercent, "/" + name
+			return SoftLimit(limit), "/" + name
 		}
 		return 0, "" // the file says no limit ("max", or v1's huge number)
 	}
 	return 0, ""
 }
+
+// SoftLimit is the share of a container memory limit given to Go.
+func SoftLimit(containerLimit int64) int64 { return containerLimit / 100 * limitPercent }
 
 // parseCgroupLimit reads a cgroup memory limit file: a number of bytes,
 // or "max" (v2) or a number near 2^63 (v1) for none. ok is false for no

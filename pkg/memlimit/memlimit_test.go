@@ -46,7 +46,7 @@ func TestPlan(t *testing.T) {
 			for name, data := range tc.files {
 				root[name] = &fstest.MapFile{Data: []byte(data)}
 			}
-			got := plan(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, root)
+			got := plan(func(k string) string { return tc.env[k] }, root)
 			if got != tc.want {
 				t.Errorf("plan = %+v, want %+v", got, tc.want)
 			}

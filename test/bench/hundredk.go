@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/memlimit"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
@@ -182,7 +183,7 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 		mode += fmt.Sprintf(", %v per SOAP call", o.latency)
 	}
 	if o.memLimit > 0 {
-		mode += fmt.Sprintf(", this CCM under a %d MiB memory limit (GOMEMLIMIT %d MiB)", o.memLimit>>20, o.memLimit/100*90>>20)
+		mode += fmt.Sprintf(", this CCM under a %d MiB memory limit (GOMEMLIMIT %d MiB)", o.memLimit>>20, memlimit.SoftLimit(o.memLimit)>>20)
 	}
 	n := float64(len(chosen))
 	fmt.Printf("\n%d Nodes among %d VMs in %d vCenters (%s), %d rounds: median [min, max]\n", len(chosen), vms, o.vcenters, mode, len(rounds))
@@ -316,7 +317,7 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 		// What the binary sets itself from a container's cgroup limit
 		// (pkg/memlimit: 90 % of it); a process outside a cgroup gets
 		// it from the environment.
-		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(memLimit/100*90, 10))
+		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(memlimit.SoftLimit(memLimit), 10))
 	}
 	name := filepath.Base(binary)
 	p, err := ccmproc.StartEnv(e.cp, binary, configArg, filepath.Join(e.work, "hundredk-"+name+".log"), map[string]string{
