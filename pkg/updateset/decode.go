@@ -1,0 +1,370 @@
+package updateset
+
+import (
+	"bytes"
+	"reflect"
+
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// The namespaces a response names.
+const (
+	nsEnvelope = "http://schemas.xmlsoap.org/soap/envelope/"
+	nsInstance = "http://www.w3.org/2001/XMLSchema-instance"
+	nsVIM      = "urn:vim25"
+)
+
+// Decoder decodes WaitForUpdatesEx responses; it is safe for concurrent
+// use.
+type Decoder struct {
+	types func(string) (reflect.Type, bool)
+}
+
+// New returns a Decoder that knows the vSphere types of typeFunc
+// (types.TypeFunc(), or the soap.Client's Types): the enums among them.
+func New(typeFunc func(string) (reflect.Type, bool)) *Decoder {
+	return &Decoder{types: typeFunc}
+}
+
+// Decode returns the WaitForUpdatesExResponse in body, a SOAP envelope,
+// as govmomi's decoder returns it. ok is false when body holds anything
+// but what it knows: a fault, a missing set, a value that is not a
+// string, a boolean, an enum or a managed object reference, or XML beyond
+// the plain subset vCenter writes. Decode such a body with govmomi's
+// decoder: Decode never returns what that decoder would not.
+func (d *Decoder) Decode(body []byte) (res *types.WaitForUpdatesExResponse, ok bool) {
+	p := parser{s: scanner{b: body}, d: d, strs: map[string]string{}}
+	s := &p.s
+	if !s.declaration() {
+		return nil, false
+	}
+	s.skipSpace()
+	env, ok := s.startTag()
+	if !ok || !bytes.Equal(env.local, []byte("Envelope")) || env.empty || len(env.prefix) == 0 {
+		return nil, false
+	}
+	// The envelope declares the prefixes (and nothing else).
+	p.ns = make([]attr, 0, len(env.attrs))
+	for _, a := range env.attrs {
+		if string(a.prefix) != "xmlns" {
+			return nil, false
+		}
+		p.ns = append(p.ns, a)
+	}
+	if !p.resolves(env.prefix, nil, nsEnvelope) {
+		return nil, false
+	}
+	s.skipSpace()
+	body0, ok := s.startTag()
+	if !ok || !is(body0.prefix, body0.local, string(env.prefix), "Body") || len(body0.attrs) > 0 || body0.empty {
+		return nil, false
+	}
+	s.skipSpace()
+	resp, ok := s.startTag()
+	if !ok || !is(resp.prefix, resp.local, "", "WaitForUpdatesExResponse") || len(resp.attrs) != 1 ||
+		!is(resp.attrs[0].prefix, resp.attrs[0].local, "", "xmlns") || string(resp.attrs[0].raw) != nsVIM {
+		return nil, false
+	}
+	res = &types.WaitForUpdatesExResponse{}
+	for c := range p.children(resp) {
+		if !c.is("returnval") || res.Returnval != nil {
+			return nil, false
+		}
+		if res.Returnval, ok = p.updateSet(c); !ok {
+			return nil, false
+		}
+	}
+	if p.failed {
+		return nil, false
+	}
+	s.skipSpace()
+	if !s.endTag(body0) {
+		return nil, false
+	}
+	s.skipSpace()
+	if !s.endTag(env) {
+		return nil, false
+	}
+	s.skipSpace()
+	return res, s.eof()
+}
+
+// parser reads the elements inside the response.
+type parser struct {
+	s      scanner
+	d      *Decoder
+	ns     []attr            // the envelope's namespace declarations
+	strs   map[string]string // strings that repeat (kinds, property names, types), one copy each
+	failed bool              // children met what it does not know
+}
+
+func (t tag) is(local string) bool { return is(t.prefix, t.local, "", local) }
+
+// resolves reports whether prefix names the namespace uri, declared by
+// the element itself (own, a val's declarations) or by the envelope.
+func (p *parser) resolves(prefix []byte, own []attr, uri string) bool {
+	for _, decls := range [][]attr{own, p.ns} {
+		for _, a := range decls {
+			if string(a.prefix) == "xmlns" && bytes.Equal(a.local, prefix) {
+				return string(a.raw) == uri
+			}
+		}
+	}
+	return false
+}
+
+// children yields the child elements of t until its end tag, each
+// unprefixed. Anything else, or a yield that stops, sets p.failed.
+func (p *parser) children(t tag) func(yield func(tag) bool) {
+	return func(yield func(tag) bool) {
+		if t.empty || p.failed {
+			return
+		}
+		for {
+			p.s.skipSpace()
+			if p.s.i+1 < len(p.s.b) && p.s.b[p.s.i] == '<' && p.s.b[p.s.i+1] == '/' {
+				p.failed = !p.s.endTag(t)
+				return
+			}
+			c, ok := p.s.startTag()
+			if !ok || len(c.prefix) > 0 {
+				p.failed = true
+				return
+			}
+			if !yield(c) {
+				p.failed = true
+				return
+			}
+		}
+	}
+}
+
+// str returns raw, escaped, as a string: one copy for all equal strings
+// of the response.
+func (p *parser) str(raw []byte) string {
+	if v, ok := p.strs[string(raw)]; ok {
+		return v
+	}
+	v := p.s.unescape(raw)
+	p.strs[v] = v
+	return v
+}
+
+// leaf reads the text of a child element without attributes; intern: as
+// one of the response's repeating strings.
+func (p *parser) leaf(t tag, intern bool) (string, bool) {
+	if len(t.attrs) > 0 {
+		return "", false
+	}
+	raw, ok := p.s.rawText(t)
+	switch {
+	case !ok:
+		return "", false
+	case intern:
+		return p.str(raw), true
+	}
+	return p.s.unescape(raw), true
+}
+
+// ref reads a managed object reference: type and serverGuid attributes,
+// the value as text. A val's (inVal) namespace declarations and type
+// attribute are its caller's to check.
+func (p *parser) ref(t tag, inVal bool) (types.ManagedObjectReference, bool) {
+	var r types.ManagedObjectReference
+	for _, a := range t.attrs {
+		switch {
+		case is(a.prefix, a.local, "", "type"):
+			r.Type = p.str(a.raw)
+		case is(a.prefix, a.local, "", "serverGuid"):
+			r.ServerGUID = p.str(a.raw)
+		case inVal && len(a.prefix) > 0:
+		default:
+			return r, false
+		}
+	}
+	v, ok := p.s.text(t)
+	r.Value = v
+	return r, ok
+}
+
+func (p *parser) updateSet(t tag) (*types.UpdateSet, bool) {
+	if len(t.attrs) > 0 {
+		return nil, false
+	}
+	set := &types.UpdateSet{}
+	var haveVersion bool
+	for c := range p.children(t) {
+		ok := false
+		switch {
+		case c.is("version") && !haveVersion:
+			haveVersion = true
+			set.Version, ok = p.leaf(c, false)
+		case c.is("truncated") && set.Truncated == nil:
+			var v string
+			v, ok = p.leaf(c, true)
+			b := v == "true"
+			set.Truncated = &b
+			ok = ok && (v == "true" || v == "false")
+		case c.is("filterSet"):
+			var f types.PropertyFilterUpdate
+			f, ok = p.filterUpdate(c)
+			set.FilterSet = append(set.FilterSet, f)
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	return set, !p.failed
+}
+
+func (p *parser) filterUpdate(t tag) (types.PropertyFilterUpdate, bool) {
+	var f types.PropertyFilterUpdate
+	if len(t.attrs) > 0 {
+		return f, false
+	}
+	var haveFilter bool
+	for c := range p.children(t) {
+		ok := false
+		switch {
+		case c.is("filter") && !haveFilter:
+			haveFilter = true
+			f.Filter, ok = p.ref(c, false)
+		case c.is("objectSet"):
+			var o types.ObjectUpdate
+			o, ok = p.objectUpdate(c)
+			f.ObjectSet = append(f.ObjectSet, o)
+		}
+		// missingSet among others declines: govmomi's decoder reads faults.
+		if !ok {
+			return f, false
+		}
+	}
+	return f, !p.failed
+}
+
+func (p *parser) objectUpdate(t tag) (types.ObjectUpdate, bool) {
+	var o types.ObjectUpdate
+	if len(t.attrs) > 0 {
+		return o, false
+	}
+	var haveKind, haveObj bool
+	for c := range p.children(t) {
+		ok := false
+		switch {
+		case c.is("kind") && !haveKind:
+			haveKind = true
+			var v string
+			v, ok = p.leaf(c, true)
+			o.Kind = types.ObjectUpdateKind(v)
+		case c.is("obj") && !haveObj:
+			haveObj = true
+			o.Obj, ok = p.ref(c, false)
+		case c.is("changeSet"):
+			var ch types.PropertyChange
+			ch, ok = p.change(c)
+			o.ChangeSet = append(o.ChangeSet, ch)
+		}
+		if !ok {
+			return o, false
+		}
+	}
+	return o, !p.failed
+}
+
+func (p *parser) change(t tag) (types.PropertyChange, bool) {
+	var ch types.PropertyChange
+	if len(t.attrs) > 0 {
+		return ch, false
+	}
+	var haveName, haveOp, haveVal bool
+	for c := range p.children(t) {
+		ok := false
+		switch {
+		case c.is("name") && !haveName:
+			haveName = true
+			ch.Name, ok = p.leaf(c, true)
+		case c.is("op") && !haveOp:
+			haveOp = true
+			var v string
+			v, ok = p.leaf(c, true)
+			ch.Op = types.PropertyChangeOp(v)
+		case c.is("val") && !haveVal:
+			haveVal = true
+			ch.Val, ok = p.value(c)
+		}
+		if !ok {
+			return ch, false
+		}
+	}
+	return ch, !p.failed
+}
+
+// value reads a val element of a simple type: xsd:string, xsd:boolean, an
+// enum or a ManagedObjectReference. Its type attribute is resolved as
+// govmomi's decoder resolves it: "xsd:" or "xs:" and a basic type name,
+// or a vSphere type name as it stands.
+func (p *parser) value(t tag) (types.AnyType, bool) {
+	var typ []byte
+	refAttrs := false
+	for _, a := range t.attrs {
+		switch {
+		case string(a.prefix) == "xmlns":
+		case len(a.prefix) == 0 && string(a.local) == "xmlns":
+			return nil, false // a default namespace of its own
+		case len(a.prefix) > 0 && string(a.local) == "type" && p.resolves(a.prefix, t.attrs, nsInstance):
+			if typ != nil {
+				return nil, false
+			}
+			typ = a.raw
+		case len(a.prefix) == 0 && (string(a.local) == "type" || string(a.local) == "serverGuid"):
+			refAttrs = true // a reference's own, checked with its type
+		default:
+			return nil, false
+		}
+	}
+	if bytes.IndexByte(typ, '&') >= 0 {
+		return nil, false
+	}
+	basic := typ
+	if b, ok := bytes.CutPrefix(typ, []byte("xsd:")); ok {
+		basic = b
+	} else if b, ok := bytes.CutPrefix(typ, []byte("xs:")); ok {
+		basic = b
+	}
+	switch {
+	case len(typ) == 0:
+		return nil, false
+	case string(typ) == "ManagedObjectReference":
+		r, ok := p.ref(t, true)
+		if !ok {
+			return nil, false
+		}
+		return r, true
+	case refAttrs:
+		return nil, false
+	case string(basic) == "string":
+		return p.s.text(t)
+	case string(basic) == "boolean":
+		raw, ok := p.s.rawText(t)
+		switch {
+		case !ok:
+			return nil, false
+		case string(raw) == "true":
+			return true, true
+		case string(raw) == "false":
+			return false, true
+		}
+		return nil, false
+	case bytes.IndexByte(typ, ':') >= 0:
+		return nil, false
+	}
+	enum, known := p.d.types(string(typ))
+	if !known || enum.Kind() != reflect.String {
+		return nil, false
+	}
+	raw, ok := p.s.rawText(t)
+	if !ok {
+		return nil, false
+	}
+	return reflect.ValueOf(p.str(raw)).Convert(enum).Interface(), true
+}
