@@ -400,11 +400,11 @@ func (ix *Index) pagesAnswer() bool { return ix.searchable() }
 // and Peek, which must agree with find, too.
 func (ix *Index) searchedOnMiss() bool { return ix.searchable() && !ix.pagesArriving() }
 
-// pagesArriving reports whether the index's first full read is making
-// progress (a page within SearchTimeout): a miss in its pages then waits
+// pagesArriving reports whether the index's first full read is under way
+// and has not failed since its last page: a miss in its pages then waits
 // for the next ones, which the lookup's retry is woken for (Paged),
-// instead of searching the vCenter directly.
-func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving(ix.searchTimeout) }
+// instead of searching the vCenter directly (but within the budget).
+func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving() }
 
 // Paged returns a channel closed after the next page of the index's
 // first full read, then replaced: lookups that missed may now find their

@@ -79,10 +79,10 @@ func (r gate) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 // within the budget (FirstReadSearches, here 1); beyond it, it waits for
 // the next pages (no FindByUuid: a search per Node and per retry is what
 // a busy vCenter must be spared), with an error that says so and is never
-// "not found"; Peek says which lookups are worth a retry. Once no page
-// has arrived for SearchTimeout, a miss is searched directly again. The
-// read completes when its gate opens, and the VM found in the pages is
-// followed.
+// "not found"; Peek says which lookups are worth a retry. However long
+// the next page takes, that stays so: a slow vCenter is no reason to
+// search it for every lookup. The read completes when its gate opens, and
+// the VM found in the pages is followed.
 func TestFirstReadPagesAnswer(t *testing.T) {
 	// The held poll must not time out while the test looks: a failed page
 	// ends "pages arriving" (TestFirstReadStatus).
@@ -168,18 +168,27 @@ func TestFirstReadPagesAnswer(t *testing.T) {
 		t.Errorf("%d FindByUuid after a miss beyond the budget, want %d", n, budgeted)
 	}
 
-	// No page for SearchTimeout: the read may be stuck, so a miss is
-	// searched for directly again, and Peek says a retry is worth it.
+	// No page for longer than SearchTimeout: still waiting for pages
+	// (a stuck read ends with a failure, TestFirstReadStatus), and the
+	// budget refills at one vCenter a second (FirstReadSearches/100, at
+	// least one token: here after 100s).
 	fc.Step(11 * time.Second)
-	if _, settled := inv.Peek(config.LookupUUID, out[1].UUID); !settled {
-		t.Error("Peek says a lookup is not settled although it would be searched directly")
+	if _, settled := inv.Peek(config.LookupUUID, out[1].UUID); settled {
+		t.Error("Peek says a lookup is settled while the first read is under way, only slow")
 	}
+	if _, err = inv.FindByUUID(e.ctx, out[1].UUID); !errors.As(err, &ie) || errors.Is(err, inventory.ErrNotFound) {
+		t.Errorf("a miss while a page is slow: err = %v, want an IncompleteError", err)
+	}
+	if n := searches(); n != budgeted {
+		t.Errorf("%d FindByUuid while a page is slow, want %d: a slow page searched every lookup directly", n, budgeted)
+	}
+	fc.Step(100 * time.Second)
 	got, err = inv.FindByUUID(e.ctx, out[1].UUID)
 	if err != nil || got.Ref != out[1].Ref {
-		t.Errorf("lookup once the pages stopped: %+v, %v; want %s by a direct search", got, err, out[1].Ref)
+		t.Errorf("lookup once the budget refilled: %+v, %v; want %s by a direct search", got, err, out[1].Ref)
 	}
 	if searches() == budgeted {
-		t.Error("no FindByUuid once the pages stopped")
+		t.Error("no FindByUuid once the budget refilled")
 	}
 
 	openGate()

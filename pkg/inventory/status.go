@@ -89,20 +89,17 @@ func (s *syncStatus) objectsKnown(staleAfter time.Duration) bool {
 }
 
 // pagesArriving reports whether the first full read is under way and
-// making progress: it began, or its last page arrived, less than window
-// ago. Its pages then answer lookups, and a miss in them waits for the
-// next pages instead of a direct search.
-func (s *syncStatus) pagesArriving(window time.Duration) bool {
+// has not failed since it began or since its last page. Its pages then
+// answer lookups, and a miss in them waits for the next pages, searched
+// directly only within the budget (Options.FirstReadSearches). However
+// long the vCenter takes for a page (the first of a big vCenter's read is
+// the slowest: the vCenter computes the whole view first), that is no
+// reason to search it for every lookup: a read that is stuck ends with
+// its request's timeout, a failure.
+func (s *syncStatus) pagesArriving() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.synced || !s.firstRead {
-		return false
-	}
-	last := s.readingAt
-	if s.lastPage.After(last) {
-		last = s.lastPage
-	}
-	return s.clock.Since(last) <= window
+	return !s.synced && s.firstRead && (!s.readingAt.IsZero() || !s.lastPage.IsZero())
 }
 
 // pageRead records a page of the first full read: the read makes
