@@ -43,6 +43,7 @@ type Index struct {
 	clock         clock.Clock
 	staleAfter    time.Duration // see Options.StaleAfter
 	searchTimeout time.Duration // see Options.SearchTimeout
+	pageTimeout   time.Duration // see Options.PageTimeout
 	reader        *batchReader  // direct reads of details
 	allDetails    bool
 	clusterGroups bool          // follow clusters' DRS groups and rules
@@ -91,8 +92,12 @@ func NewIndex(c Client, opts Options) *Index {
 	if searchTimeout <= 0 {
 		searchTimeout = defaultSearchTimeout
 	}
+	pageTimeout := opts.PageTimeout
+	if pageTimeout <= 0 {
+		pageTimeout = defaultPageTimeout
+	}
 	ix := &Index{client: c, log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
-		searchTimeout: searchTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax, followEvery: opts.FollowInterval,
+		searchTimeout: searchTimeout, pageTimeout: pageTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax, followEvery: opts.FollowInterval,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, guestIPs: opts.GuestIPs, attributes: opts.CustomAttributes,
 		store: newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
 	delayed, ok := clk.(clock.WithDelayedExecution)
@@ -401,10 +406,11 @@ func (ix *Index) pagesAnswer() bool { return ix.searchable() }
 func (ix *Index) searchedOnMiss() bool { return ix.searchable() && !ix.pagesArriving() }
 
 // pagesArriving reports whether the index's first full read is under way
-// and has not failed since its last page: a miss in its pages then waits
-// for the next ones, which the lookup's retry is woken for (Paged),
-// instead of searching the vCenter directly (but within the budget).
-func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving() }
+// and has not failed since its last page (nor gone PageTimeout without
+// one): a miss in its pages then waits for the next ones, which the
+// lookup's retry is woken for (Paged), instead of searching the vCenter
+// directly (but within the budget).
+func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving(ix.pageTimeout) }
 
 // Paged returns a channel closed after the next page of the index's
 // first full read, then replaced: lookups that missed may now find their

@@ -55,6 +55,13 @@ type Options struct {
 	// of ConfirmAbsent callers (default 10s): a vCenter that stopped
 	// answering delays a lookup by at most this.
 	SearchTimeout time.Duration
+	// PageTimeout is how long a first read may go without a page and
+	// without failing before a miss in its vCenter is searched as if the
+	// read had failed (default 90s). Each poll fails on its own within the
+	// vCenter's request timeout (the provider sets this to
+	// global.requestTimeout plus 30s): this only bounds a read that stopped
+	// without a failure.
+	PageTimeout time.Duration
 	// FollowInterval bounds how often the collector's list view of the
 	// VMs whose details are followed grows (default 30s): the first VM
 	// asked for is added at once, those asked for within the interval
@@ -73,7 +80,8 @@ type Options struct {
 	// awaited), counted per vCenter searched: this many at once (default
 	// 100; negative: none), refilled at a hundredth of it per second (one
 	// vCenter a second by default). A lookup that misses searches all such
-	// vCenters or none; beyond the budget it waits for the next pages
+	// vCenters or none (so with more of them in their first read than
+	// this, none); beyond the budget it waits for the next pages
 	// (Peek says when a retry is worth it). The Nodes of a small cluster
 	// are found at once, while a registration storm over ten vCenters
 	// costs no search per Node when the vCenters are busiest: a big
@@ -106,6 +114,10 @@ const defaultFirstReadSearches = 100
 // defaultSearchTimeout is Options.SearchTimeout when unset.
 const defaultSearchTimeout = 10 * time.Second
 
+// defaultPageTimeout is Options.PageTimeout when unset: the default
+// request timeout and a margin.
+const defaultPageTimeout = 90 * time.Second
+
 // Inventory is the set of per-vCenter indexes.
 type Inventory struct {
 	indexes []*Index
@@ -124,6 +136,9 @@ func New(clients []Client, opts Options) *Inventory {
 	}
 	if opts.SearchTimeout <= 0 {
 		opts.SearchTimeout = defaultSearchTimeout
+	}
+	if opts.PageTimeout <= 0 {
+		opts.PageTimeout = defaultPageTimeout
 	}
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = max(2*opts.MaxWait, opts.MaxWait+5*time.Second)

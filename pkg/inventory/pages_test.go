@@ -104,7 +104,7 @@ func TestFirstReadPagesAnswer(t *testing.T) {
 	t.Cleanup(openGate)
 	fc := clocktesting.NewFakeClock(time.Now())
 	inv := inventory.New([]inventory.Client{g}, inventory.Options{MaxWait: time.Second, EagerDetailsMax: -1,
-		SearchTimeout: 10 * time.Second, StaleAfter: time.Hour, FirstReadSearches: 1, Clock: fc})
+		SearchTimeout: 10 * time.Second, PageTimeout: time.Hour, StaleAfter: time.Hour, FirstReadSearches: 1, Clock: fc})
 	ix := inv.Index("vc-p")
 	paged := ix.Paged()
 	vc.RecordRequests()

@@ -111,9 +111,9 @@ func TestUnreadableIdentities(t *testing.T) {
 // after the read's last page, whichever is later: a read making progress
 // keeps them, one that stopped (a failed page) lets them expire. Its
 // pages are "arriving" from when the collector began, however long a page
-// takes, until a page fails (and the pages after it no longer keep the
-// objects read before it); the next page clears the failure and arrives
-// again.
+// takes (up to PageTimeout), until a page fails (and the pages after it
+// no longer keep the objects read before it); the next page clears the
+// failure and arrives again.
 func TestFirstReadStatus(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	ix := NewIndex(connected{}, Options{StaleAfter: 30 * time.Second, SearchTimeout: 10 * time.Second, Clock: fc})
@@ -153,6 +153,12 @@ func TestFirstReadStatus(t *testing.T) {
 	fc.Step(11 * time.Second)
 	if !ix.pagesArriving() || !ix.ObjectsKnown() {
 		t.Errorf("no page for 11s: pages arriving %v (want true: only slow), objects known %v (want true)", ix.pagesArriving(), ix.ObjectsKnown())
+	}
+	// No page and no failure for longer than PageTimeout (default 90s):
+	// the read stopped without saying so.
+	fc.Step(80 * time.Second)
+	if ix.pagesArriving() {
+		t.Error("pages arriving after 91s without a page or a failure")
 	}
 	ix.status.pageRead()
 	ix.status.roundFailed(errors.New("page lost"))

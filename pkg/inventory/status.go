@@ -95,11 +95,16 @@ func (s *syncStatus) objectsKnown(staleAfter time.Duration) bool {
 // long the vCenter takes for a page (the first of a big vCenter's read is
 // the slowest: the vCenter computes the whole view first), that is no
 // reason to search it for every lookup: a read that is stuck ends with
-// its request's timeout, a failure.
-func (s *syncStatus) pagesArriving() bool {
+// its request's timeout, a failure. limit (Options.PageTimeout) bounds a
+// read that went without a page and without a failure.
+func (s *syncStatus) pagesArriving(limit time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.synced && s.firstRead && (!s.readingAt.IsZero() || !s.lastPage.IsZero())
+	last := s.readingAt
+	if s.lastPage.After(last) {
+		last = s.lastPage
+	}
+	return !s.synced && s.firstRead && !last.IsZero() && s.clock.Since(last) <= limit
 }
 
 // pageRead records a page of the first full read: the read makes

@@ -187,7 +187,7 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 		ClusterGroups:  len(p.cfg.HostGroupZones) > 0 || slices.Contains(p.cfg.Labels.Placement, config.PlacementHostGroup),
 		CustomAttributes: p.cfg.Labels.InstanceTypeAttribute != "" ||
 			slices.ContainsFunc(p.cfg.Labels.Additional, func(a config.AdditionalLabel) bool { return a.Attribute != "" }), SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second),
-		Clock: p.opts.Clock})
+		PageTimeout: p.cfg.Global.RequestTimeout + 30*time.Second, Clock: p.opts.Clock})
 	p.inv.Start(ctx)
 	p.topo = topology.NewResolver(p.cfg, p.inv, tc, topology.ResolverOptions{Clock: p.opts.Clock})
 	p.topo.Start(ctx)

@@ -46,7 +46,7 @@ func (d *Decoder) Decode(body []byte) (res *types.WaitForUpdatesExResponse, ok b
 	// The envelope declares the prefixes (and nothing else).
 	p.ns = make([]attr, 0, len(env.attrs))
 	for _, a := range env.attrs {
-		if string(a.prefix) != "xmlns" {
+		if string(a.prefix) != "xmlns" || reserved(a.local) {
 			return nil, false
 		}
 		p.ns = append(p.ns, a)
@@ -100,9 +100,16 @@ type parser struct {
 
 func (t tag) is(local string) bool { return is(t.prefix, t.local, "", local) }
 
+// reserved reports whether prefix is xml or xmlns, which no document may
+// declare and which the decoder never looks up.
+func reserved(prefix []byte) bool { return string(prefix) == "xml" || string(prefix) == "xmlns" }
+
 // resolves reports whether prefix names the namespace uri, declared by
 // the element itself (own, a val's declarations) or by the envelope.
 func (p *parser) resolves(prefix []byte, own []attr, uri string) bool {
+	if reserved(prefix) {
+		return false // the decoder binds xml itself and never resolves xmlns
+	}
 	for _, decls := range [][]attr{own, p.ns} {
 		for _, a := range decls {
 			if string(a.prefix) == "xmlns" && bytes.Equal(a.local, prefix) {
@@ -146,7 +153,11 @@ func (p *parser) str(raw []byte) string {
 		return v
 	}
 	v := p.s.unescape(raw)
-	p.strs[v] = v
+	key := v // the same bytes unless raw has entities
+	if bytes.IndexByte(raw, '&') >= 0 {
+		key = string(raw)
+	}
+	p.strs[key] = v
 	return v
 }
 
@@ -308,6 +319,11 @@ func (p *parser) value(t tag) (types.AnyType, bool) {
 	refAttrs := false
 	for _, a := range t.attrs {
 		switch {
+		case string(a.prefix) == "xmlns" && (reserved(a.local) || string(a.local) == "type" || string(a.local) == "serverGuid"):
+			// The decoder gives a reference's type or serverGuid the
+			// value of any attribute of that local name, declarations
+			// included.
+			return nil, false
 		case string(a.prefix) == "xmlns":
 		case len(a.prefix) == 0 && string(a.local) == "xmlns":
 			return nil, false // a default namespace of its own

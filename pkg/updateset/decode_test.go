@@ -56,6 +56,13 @@ func TestDecodeAgreesWithGovmomi(t *testing.T) {
 			}
 		}},
 		{file: "vcenter-modify.xml", ok: true},
+		{file: "vcenter-entities.xml", ok: true, check: func(t *testing.T, res *types.WaitForUpdatesExResponse) {
+			// Strings are kept once per response: by their escaped form.
+			ch := res.Returnval.FilterSet[0].ObjectSet[0].ChangeSet
+			if ch[0].Name != "a&lt;b" || ch[1].Name != "a<b" {
+				t.Errorf("names %q and %q, want %q and %q", ch[0].Name, ch[1].Name, "a&lt;b", "a<b")
+			}
+		}},
 		{file: "vcenter-none.xml", ok: true, check: func(t *testing.T, res *types.WaitForUpdatesExResponse) {
 			if res.Returnval != nil {
 				t.Errorf("no change decoded as %#v", res.Returnval)
@@ -116,6 +123,10 @@ func TestDecodeDeclines(t *testing.T) {
 		{"trailing data", "</soapenv:Envelope>", "</soapenv:Envelope><x/>"},
 		{"truncated body", "</soapenv:Envelope>", "</soapenv:Env"},
 		{"prefixed element", "<returnval>", "<soapenv:returnval>"},
+		{"xml prefix declared", `<val xsi:type="xsd:string">inaccessible`, `<val xmlns:xml="http://www.w3.org/2001/XMLSchema-instance" xml:type="xsd:string">inaccessible`},
+		{"xmlns:type on a reference", `<val type="ClusterComputeResource"`, `<val xmlns:type="urn:x" type="ClusterComputeResource"`},
+		{"xmlns:serverGuid on a reference", `<val type="ClusterComputeResource"`, `<val xmlns:serverGuid="g" type="ClusterComputeResource"`},
+		{"envelope prefix xml", "<soapenv:Envelope xmlns:soapenc", "<soapenv:Envelope xmlns:xml=\"urn:x\" xmlns:soapenc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := strings.Replace(string(body), tc.from, tc.to, 1)
