@@ -211,11 +211,11 @@ func (p *parser) updateSet(t tag) (*types.UpdateSet, bool) {
 			haveVersion = true
 			set.Version, ok = p.leaf(c, false)
 		case c.is("truncated") && set.Truncated == nil:
-			var v string
-			v, ok = p.leaf(c, true)
-			b := v == "true"
+			var b bool
+			if len(c.attrs) == 0 {
+				b, ok = p.boolean(c)
+			}
 			set.Truncated = &b
-			ok = ok && (v == "true" || v == "false")
 		case c.is("filterSet"):
 			var f types.PropertyFilterUpdate
 			f, ok = p.filterUpdate(c)
@@ -361,16 +361,11 @@ func (p *parser) value(t tag) (types.AnyType, bool) {
 	case string(basic) == "string":
 		return p.s.text(t)
 	case string(basic) == "boolean":
-		raw, ok := p.s.rawText(t)
-		switch {
-		case !ok:
+		b, ok := p.boolean(t)
+		if !ok {
 			return nil, false
-		case string(raw) == "true":
-			return true, true
-		case string(raw) == "false":
-			return false, true
 		}
-		return nil, false
+		return b, true
 	case bytes.IndexByte(typ, ':') >= 0:
 		return nil, false
 	}
@@ -383,4 +378,19 @@ func (p *parser) value(t tag) (types.AnyType, bool) {
 		return nil, false
 	}
 	return reflect.ValueOf(p.str(raw)).Convert(enum).Interface(), true
+}
+
+// boolean reads the text of t as a boolean, spelled exactly true or false
+// (the decoder also reads 1, 0 and surrounding space: declined).
+func (p *parser) boolean(t tag) (value, ok bool) {
+	raw, ok := p.s.rawText(t)
+	switch {
+	case !ok:
+		return false, false
+	case string(raw) == "true":
+		return true, true
+	case string(raw) == "false":
+		return false, true
+	}
+	return false, false
 }

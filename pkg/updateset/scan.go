@@ -160,7 +160,7 @@ func (s *scanner) startTag() (tag, bool) {
 		if bytes.IndexByte(a.raw, '<') >= 0 || bytes.IndexByte(a.raw, '\t') >= 0 || bytes.IndexByte(a.raw, '\n') >= 0 {
 			return t, false // the decoder would reject or normalize them
 		}
-		if _, ok := s.check(a.raw); !ok {
+		if !s.check(a.raw) {
 			return t, false
 		}
 		for _, b := range s.attrs {
@@ -215,43 +215,41 @@ func (s *scanner) rawText(t tag) ([]byte, bool) {
 	}
 	raw := s.b[s.i : s.i+end]
 	s.i += end
-	if _, ok := s.check(raw); !ok || !s.endTag(t) {
+	if !s.check(raw) || !s.endTag(t) {
 		return nil, false
 	}
 	return raw, true
 }
 
 // check reports whether raw is text the decoder reads as it stands, but
-// for the five predefined entities (plain: none of them). Any other '&',
+// for the five predefined entities. Any other '&',
 // a carriage return, "]]>", a control character or a byte that is not
 // valid UTF-8 declines.
-func (s *scanner) check(raw []byte) (plain, ok bool) {
-	plain = true
+func (s *scanner) check(raw []byte) bool {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		switch {
 		case c == '&':
 			n := entity(raw[i:])
 			if n == 0 {
-				return false, false
+				return false
 			}
-			plain = false
 			i += n
 		case c == ']' && bytes.HasPrefix(raw[i:], []byte("]]>")):
-			return false, false
+			return false
 		case c < 0x20 && c != '\t' && c != '\n':
-			return false, false
+			return false
 		case c < utf8.RuneSelf:
 			i++
 		default:
 			r, n := utf8.DecodeRune(raw[i:])
 			if r == utf8.RuneError || r == 0xFFFE || r == 0xFFFF {
-				return false, false
+				return false
 			}
 			i += n
 		}
 	}
-	return plain, true
+	return true
 }
 
 // unescape returns raw, checked, with the five predefined entities
