@@ -3,6 +3,7 @@ package updateset
 import (
 	"bytes"
 	"reflect"
+	"sync"
 
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -14,55 +15,30 @@ const (
 	nsVIM      = "urn:vim25"
 )
 
-// Decoder decodes WaitForUpdatesEx responses; it is safe for concurrent
-// use.
+// Decoder decodes the property collector's answers: WaitForUpdatesEx,
+// RetrievePropertiesEx and ContinueRetrievePropertiesEx responses. It is
+// safe for concurrent use.
 type Decoder struct {
 	types func(string) (reflect.Type, bool)
+	plans sync.Map // reflect.Type -> *plan: how its elements are read (complex.go)
 }
 
 // New returns a Decoder that knows the vSphere types of typeFunc
-// (types.TypeFunc(), or the soap.Client's Types): the enums among them.
+// (types.TypeFunc(), or the soap.Client's Types): the enums and the data
+// objects among them.
 func New(typeFunc func(string) (reflect.Type, bool)) *Decoder {
 	return &Decoder{types: typeFunc}
 }
 
 // Decode returns the WaitForUpdatesExResponse in body, a SOAP envelope,
 // as govmomi's decoder returns it. ok is false when body holds anything
-// but what it knows: a fault, a missing set, a value that is not a
-// string, a boolean, an enum or a managed object reference, or XML beyond
-// the plain subset vCenter writes. Decode such a body with govmomi's
-// decoder: Decode never returns what that decoder would not.
+// but what it knows: a fault, a missing set, a value of a type or with a
+// field it does not read (complex.go), or XML beyond the plain subset
+// vCenter writes. Decode such a body with govmomi's decoder: Decode never
+// returns what that decoder would not.
 func (d *Decoder) Decode(body []byte) (res *types.WaitForUpdatesExResponse, ok bool) {
-	p := parser{s: scanner{b: body}, d: d, strs: map[string]string{}}
-	s := &p.s
-	if !s.declaration() {
-		return nil, false
-	}
-	s.skipSpace()
-	env, ok := s.startTag()
-	if !ok || !bytes.Equal(env.local, []byte("Envelope")) || env.empty || len(env.prefix) == 0 {
-		return nil, false
-	}
-	// The envelope declares the prefixes (and nothing else).
-	p.ns = make([]attr, 0, len(env.attrs))
-	for _, a := range env.attrs {
-		if string(a.prefix) != "xmlns" || reserved(a.local) {
-			return nil, false
-		}
-		p.ns = append(p.ns, a)
-	}
-	if !p.resolves(env.prefix, nil, nsEnvelope) {
-		return nil, false
-	}
-	s.skipSpace()
-	body0, ok := s.startTag()
-	if !ok || !is(body0.prefix, body0.local, string(env.prefix), "Body") || len(body0.attrs) > 0 || body0.empty {
-		return nil, false
-	}
-	s.skipSpace()
-	resp, ok := s.startTag()
-	if !ok || !is(resp.prefix, resp.local, "", "WaitForUpdatesExResponse") || len(resp.attrs) != 1 ||
-		!is(resp.attrs[0].prefix, resp.attrs[0].local, "", "xmlns") || string(resp.attrs[0].raw) != nsVIM {
+	p, resp, ok := d.open(body, "WaitForUpdatesExResponse")
+	if !ok {
 		return nil, false
 	}
 	res = &types.WaitForUpdatesExResponse{}
@@ -74,26 +50,117 @@ func (d *Decoder) Decode(body []byte) (res *types.WaitForUpdatesExResponse, ok b
 			return nil, false
 		}
 	}
+	return res, p.close()
+}
+
+// DecodeRetrieve returns the RetrievePropertiesExResponse in body, as
+// Decode does: ok is false for anything it does not know.
+func (d *Decoder) DecodeRetrieve(body []byte) (res *types.RetrievePropertiesExResponse, ok bool) {
+	p, resp, ok := d.open(body, "RetrievePropertiesExResponse")
+	if !ok {
+		return nil, false
+	}
+	res = &types.RetrievePropertiesExResponse{}
+	for c := range p.children(resp) {
+		if !c.is("returnval") || res.Returnval != nil {
+			return nil, false
+		}
+		var r types.RetrieveResult
+		if r, ok = p.retrieveResult(c); !ok {
+			return nil, false
+		}
+		res.Returnval = &r
+	}
+	return res, p.close()
+}
+
+// DecodeContinueRetrieve returns the ContinueRetrievePropertiesExResponse
+// in body, as Decode does.
+func (d *Decoder) DecodeContinueRetrieve(body []byte) (res *types.ContinueRetrievePropertiesExResponse, ok bool) {
+	p, resp, ok := d.open(body, "ContinueRetrievePropertiesExResponse")
+	if !ok {
+		return nil, false
+	}
+	res = &types.ContinueRetrievePropertiesExResponse{}
+	seen := false
+	for c := range p.children(resp) {
+		if !c.is("returnval") || seen {
+			return nil, false
+		}
+		seen = true
+		if res.Returnval, ok = p.retrieveResult(c); !ok {
+			return nil, false
+		}
+	}
+	return res, p.close()
+}
+
+// open reads the envelope and the body up to the start tag of the
+// response element name, in the vim25 namespace.
+func (d *Decoder) open(body []byte, name string) (p *parser, resp tag, ok bool) {
+	p = &parser{s: scanner{b: body}, d: d, strs: map[string]string{}}
+	s := &p.s
+	if !s.declaration() {
+		return nil, resp, false
+	}
+	s.skipSpace()
+	env, ok := s.startTag()
+	if !ok || !bytes.Equal(env.local, []byte("Envelope")) || env.empty || len(env.prefix) == 0 {
+		return nil, resp, false
+	}
+	// The envelope declares the prefixes (and nothing else).
+	p.ns = make([]attr, 0, len(env.attrs))
+	for _, a := range env.attrs {
+		if string(a.prefix) != "xmlns" || reserved(a.local) {
+			return nil, resp, false
+		}
+		p.ns = append(p.ns, a)
+	}
+	if !p.resolves(env.prefix, nil, nsEnvelope) {
+		return nil, resp, false
+	}
+	p.env = env
+	s.skipSpace()
+	body0, ok := s.startTag()
+	if !ok || !is(body0.prefix, body0.local, string(env.prefix), "Body") || len(body0.attrs) > 0 || body0.empty {
+		return nil, resp, false
+	}
+	p.body = body0
+	s.skipSpace()
+	resp, ok = s.startTag()
+	if !ok || !is(resp.prefix, resp.local, "", name) || len(resp.attrs) != 1 ||
+		!is(resp.attrs[0].prefix, resp.attrs[0].local, "", "xmlns") || string(resp.attrs[0].raw) != nsVIM {
+		return nil, resp, false
+	}
+	return p, resp, true
+}
+
+// close reads what follows the response element: the end tags of the
+// body and the envelope. It reports whether the whole response was read.
+func (p *parser) close() bool {
 	if p.failed {
-		return nil, false
+		return false
+	}
+	s := &p.s
+	s.skipSpace()
+	if !s.endTag(p.body) {
+		return false
 	}
 	s.skipSpace()
-	if !s.endTag(body0) {
-		return nil, false
+	if !s.endTag(p.env) {
+		return false
 	}
 	s.skipSpace()
-	if !s.endTag(env) {
-		return nil, false
-	}
-	s.skipSpace()
-	return res, s.eof()
+	return s.eof()
 }
 
 // parser reads the elements inside the response.
 type parser struct {
 	s      scanner
 	d      *Decoder
-	ns     []attr            // the envelope's namespace declarations
+	ns     []attr // the envelope's namespace declarations
+	env    tag    // the envelope's and the body's start tags
+	body   tag
 	strs   map[string]string // strings that repeat (kinds, property names, types), one copy each
 	failed bool              // children met what it does not know
 }
@@ -310,10 +377,11 @@ func (p *parser) change(t tag) (types.PropertyChange, bool) {
 	return ch, !p.failed
 }
 
-// value reads a val element of a simple type: xsd:string, xsd:boolean, an
-// enum or a ManagedObjectReference. Its type attribute is resolved as
-// govmomi's decoder resolves it: "xsd:" or "xs:" and a basic type name,
-// or a vSphere type name as it stands.
+// value reads a val element (or a field of type AnyType): its type
+// attribute is resolved as govmomi's decoder resolves it, "xsd:" or "xs:"
+// and a basic type name (string, boolean, int, long, short, byte), or a
+// vSphere type as it stands: a managed object reference, an enum, or a
+// data object whose fields complex.go reads.
 func (p *parser) value(t tag) (types.AnyType, bool) {
 	var typ []byte
 	refAttrs := false
@@ -366,18 +434,59 @@ func (p *parser) value(t tag) (types.AnyType, bool) {
 			return nil, false
 		}
 		return b, true
-	case bytes.IndexByte(typ, ':') >= 0:
+	}
+	if bits := intBits(basic); bits > 0 {
+		n, ok := p.integer(t, bits)
+		if !ok {
+			return nil, false
+		}
+		switch bits {
+		case 8:
+			return int8(n), true
+		case 16:
+			return int16(n), true
+		case 32:
+			return int32(n), true
+		}
+		return n, true
+	}
+	if bytes.IndexByte(typ, ':') >= 0 {
 		return nil, false
 	}
-	enum, known := p.d.types(string(typ))
-	if !known || enum.Kind() != reflect.String {
+	rt, known := p.d.types(string(typ))
+	if !known {
 		return nil, false
 	}
-	raw, ok := p.s.rawText(t)
-	if !ok {
-		return nil, false
+	switch rt.Kind() {
+	case reflect.String: // an enum
+		raw, ok := p.s.rawText(t)
+		if !ok {
+			return nil, false
+		}
+		return reflect.ValueOf(p.str(raw)).Convert(rt).Interface(), true
+	case reflect.Struct:
+		v := reflect.New(rt).Elem()
+		if !p.object(t, v) {
+			return nil, false
+		}
+		return v.Interface(), true
 	}
-	return reflect.ValueOf(p.str(raw)).Convert(enum).Interface(), true
+	return nil, false
+}
+
+// intBits returns the bits of the basic integer type name, or 0.
+func intBits(name []byte) int {
+	switch string(name) {
+	case "byte":
+		return 8
+	case "short":
+		return 16
+	case "int":
+		return 32
+	case "long":
+		return 64
+	}
+	return 0
 }
 
 // boolean reads the text of t as a boolean, spelled exactly true or false

@@ -18,10 +18,56 @@ import (
 // govmomi decodes body as the SOAP client does: the oracle.
 func govmomi(body []byte) (*methods.WaitForUpdatesExBody, error) {
 	var res methods.WaitForUpdatesExBody
+	return &res, govmomiInto(body, &res)
+}
+
+func govmomiInto(body []byte, res soap.HasFault) error {
 	dec := xml.NewDecoder(bytes.NewReader(body))
 	dec.TypeFunc = types.TypeFunc()
-	err := dec.Decode(&soap.Envelope{Body: &res})
-	return &res, err
+	return dec.Decode(&soap.Envelope{Body: res})
+}
+
+// decoding is one of the Decoder's methods with govmomi's decoding of
+// the same response: what each returns, and govmomi's fault.
+type decoding struct {
+	name string
+	ours func(d *Decoder, body []byte) (any, bool)
+	// theirs returns govmomi's response and fault.
+	theirs func(body []byte) (any, any, error)
+}
+
+var decodings = []decoding{
+	{"WaitForUpdatesEx",
+		func(d *Decoder, body []byte) (any, bool) { return d.Decode(body) },
+		func(body []byte) (any, any, error) {
+			var res methods.WaitForUpdatesExBody
+			err := govmomiInto(body, &res)
+			return res.Res, res.Fault_, err
+		}},
+	{"RetrievePropertiesEx",
+		func(d *Decoder, body []byte) (any, bool) { return d.DecodeRetrieve(body) },
+		func(body []byte) (any, any, error) {
+			var res methods.RetrievePropertiesExBody
+			err := govmomiInto(body, &res)
+			return res.Res, res.Fault_, err
+		}},
+	{"ContinueRetrievePropertiesEx",
+		func(d *Decoder, body []byte) (any, bool) { return d.DecodeContinueRetrieve(body) },
+		func(body []byte) (any, any, error) {
+			var res methods.ContinueRetrievePropertiesExBody
+			err := govmomiInto(body, &res)
+			return res.Res, res.Fault_, err
+		}},
+}
+
+// decodingOf returns the decoding of the response body holds.
+func decodingOf(body []byte) decoding {
+	for _, dc := range decodings {
+		if bytes.Contains(body, []byte("<"+dc.name+"Response ")) {
+			return dc
+		}
+	}
+	return decodings[0] // a fault: as the inventory's pages
 }
 
 // TestDecodeAgreesWithGovmomi: every fixture is decoded as govmomi's
@@ -31,16 +77,16 @@ func TestDecodeAgreesWithGovmomi(t *testing.T) {
 		file string
 		ok   bool // decoded here, not declined
 		// check looks at what was decoded, beyond agreeing with govmomi.
-		check func(t *testing.T, res *types.WaitForUpdatesExResponse)
+		check func(t *testing.T, res any)
 	}{
-		{file: "vcsim-identity.xml", ok: true, check: func(t *testing.T, res *types.WaitForUpdatesExResponse) {
-			set := res.Returnval
+		{file: "vcsim-identity.xml", ok: true, check: func(t *testing.T, res any) {
+			set := res.(*types.WaitForUpdatesExResponse).Returnval
 			if got := len(set.FilterSet[0].ObjectSet); got != 3 || set.Truncated == nil || !*set.Truncated {
 				t.Errorf("%d objects, truncated %v; want 3, true", got, set.Truncated)
 			}
 		}},
-		{file: "vcenter-identity.xml", ok: true, check: func(t *testing.T, res *types.WaitForUpdatesExResponse) {
-			objs := res.Returnval.FilterSet[0].ObjectSet
+		{file: "vcenter-identity.xml", ok: true, check: func(t *testing.T, res any) {
+			objs := res.(*types.WaitForUpdatesExResponse).Returnval.FilterSet[0].ObjectSet
 			if got := objs[0].ChangeSet[2].Val; got != `k8s-worker-0 & <test> "q" 'a' ünï` {
 				t.Errorf("name %q: entities or UTF-8 not decoded", got)
 			}
@@ -56,20 +102,48 @@ func TestDecodeAgreesWithGovmomi(t *testing.T) {
 			}
 		}},
 		{file: "vcenter-modify.xml", ok: true},
-		{file: "vcenter-entities.xml", ok: true, check: func(t *testing.T, res *types.WaitForUpdatesExResponse) {
+		{file: "vcenter-entities.xml", ok: true, check: func(t *testing.T, res any) {
 			// Strings are kept once per response: by their escaped form.
-			ch := res.Returnval.FilterSet[0].ObjectSet[0].ChangeSet
+			ch := res.(*types.WaitForUpdatesExResponse).Returnval.FilterSet[0].ObjectSet[0].ChangeSet
 			if ch[0].Name != "a&lt;b" || ch[1].Name != "a<b" {
 				t.Errorf("names %q and %q, want %q and %q", ch[0].Name, ch[1].Name, "a&lt;b", "a<b")
 			}
 		}},
-		{file: "vcenter-none.xml", ok: true, check: func(t *testing.T, res *types.WaitForUpdatesExResponse) {
-			if res.Returnval != nil {
-				t.Errorf("no change decoded as %#v", res.Returnval)
+		{file: "vcenter-none.xml", ok: true, check: func(t *testing.T, res any) {
+			if r := res.(*types.WaitForUpdatesExResponse).Returnval; r != nil {
+				t.Errorf("no change decoded as %#v", r)
 			}
 		}},
-		{file: "vcenter-guestnet.xml"}, // a complex value
-		{file: "vcenter-missing.xml"},  // a fault in a missing set
+		{file: "vcenter-guestnet.xml", ok: true}, // a change of guest.net
+		{file: "vcenter-details.xml", ok: true, check: func(t *testing.T, res any) {
+			ch := res.(*types.WaitForUpdatesExResponse).Returnval.FilterSet[0].ObjectSet[0].ChangeSet
+			nics := ch[9].Val.(types.ArrayOfGuestNicInfo).GuestNicInfo
+			if len(nics) != 3 || len(nics[0].IpConfig.IpAddress) != 3 || nics[0].IpConfig.IpAddress[2].Lifetime == nil || nics[2].DeviceConfigId != -1 {
+				t.Errorf("guest.net decoded as %#v", nics)
+			}
+			if got := ch[0].Val.(types.OptionValue).Value; got != "aW5zdGFuY2UtaWQ6IGs4cy13b3JrZXItMA==" {
+				t.Errorf("guestinfo.metadata %#v", got)
+			}
+			if got := ch[3].Val; got != int32(16384) {
+				t.Errorf("memoryMB %#v, want an int32", got)
+			}
+		}},
+		{file: "vcenter-retrieve.xml", ok: true, check: func(t *testing.T, res any) {
+			r := res.(*types.RetrievePropertiesExResponse).Returnval
+			if r.Token != "1" || len(r.Objects) != 2 || len(r.Objects[1].PropSet) != 3 {
+				t.Errorf("decoded as %#v", r)
+			}
+		}},
+		{file: "vcenter-continue.xml", ok: true},
+		{file: "vcsim-retrieve.xml", ok: true},
+		{file: "vcsim-details.xml", ok: true, check: func(t *testing.T, res any) {
+			// The simulator writes a quote as a character reference.
+			ch := res.(*types.WaitForUpdatesExResponse).Returnval.FilterSet[0].ObjectSet[0].ChangeSet
+			if got := ch[len(ch)-1].Name; got != `config.extraConfig["guestinfo.metadata"]` {
+				t.Errorf("name %q", got)
+			}
+		}},
+		{file: "vcenter-missing.xml"}, // a fault in a missing set
 		{file: "vcenter-fault.xml"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -77,18 +151,19 @@ func TestDecodeAgreesWithGovmomi(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := govmomi(body)
+			dc := decodingOf(body)
+			want, _, err := dc.theirs(body)
 			if err != nil {
 				t.Fatalf("govmomi cannot decode the fixture: %v", err)
 			}
-			got, ok := New(types.TypeFunc()).Decode(body)
+			got, ok := dc.ours(New(types.TypeFunc()), body)
 			if ok != tc.ok {
 				t.Fatalf("decoded %v, want %v", ok, tc.ok)
 			}
 			if !ok {
 				return
 			}
-			if diff := cmp.Diff(want.Res, got); diff != "" {
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("differs from govmomi's decoder (-govmomi +here):\n%s", diff)
 			}
 			if tc.check != nil {
@@ -107,13 +182,18 @@ func TestDecodeDeclines(t *testing.T) {
 	for _, tc := range []struct{ name, from, to string }{
 		{"comment", "<returnval>", "<returnval><!-- c -->"},
 		{"CDATA", ">vm-1017<", "><![CDATA[vm-1017]]><"},
-		{"character reference", "k8s-worker-0", "k8s-worker&#45;0"},
+		{"reference to NUL", "k8s-worker-0", "k8s-worker&#0;0"},
+		{"reference to a surrogate", "k8s-worker-0", "k8s-worker&#xD800;0"},
+		{"reference with X", "k8s-worker-0", "k8s-worker&#X2D;0"},
+		{"reference without digits", "k8s-worker-0", "k8s-worker&#;0"},
+		{"reference without semicolon", "k8s-worker-0", "k8s-worker&#45 0"},
+		{"reference too long", "k8s-worker-0", "k8s-worker&#0000000045;0"},
 		{"carriage return", "k8s-worker-0", "k8s-worker\r0"},
 		{"unknown entity", "&amp;", "&nbsp;"},
 		{"unknown element", "<version>1</version>", "<version>1</version><future>x</future>"},
 		{"attribute on a leaf", "<kind>enter</kind>", `<kind x="y">enter</kind>`},
 		{"two versions", "<version>1</version>", "<version>1</version><version>2</version>"},
-		{"xsd:int", `xsi:type="xsd:boolean">false`, `xsi:type="xsd:int">7`},
+		{"xsd:double", `xsi:type="xsd:boolean">false`, `xsi:type="xsd:double">7`},
 		{"other encoding", `encoding="UTF-8"`, `encoding="ISO-8859-1"`},
 		{"a default namespace", `<val xsi:type="xsd:string">inaccessible`, `<val xmlns="urn:other" xsi:type="xsd:string">inaccessible`},
 		{"type prefix not declared", `<val xsi:type="xsd:string">inaccessible`, `<val q:type="xsd:string">inaccessible`},
@@ -140,8 +220,46 @@ func TestDecodeDeclines(t *testing.T) {
 	}
 }
 
-// FuzzDecode: whatever Decode accepts, govmomi's decoder decodes to the
-// same response, without a fault.
+// TestDecodeDeclinesDetails: in data objects too, what is outside the
+// subset is left to govmomi.
+func TestDecodeDeclinesDetails(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "vcenter-details.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, from, to string }{
+		{"unknown field", "<network>k8s-nodes</network>", "<network>k8s-nodes</network><future>x</future>"},
+		{"a field twice", "<connected>true</connected><deviceConfigId>4000</deviceConfigId>", "<connected>true</connected><connected>false</connected><deviceConfigId>4000</deviceConfigId>"},
+		{"attribute on a field", "<network>k8s-nodes</network>", `<network x="y">k8s-nodes</network>`},
+		{"type on an array element", "<GuestNicInfo><network>k8s-nodes", `<GuestNicInfo xsi:type="GuestNicInfo"><network>k8s-nodes`},
+		{"integer with a plus", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId>+4000</deviceConfigId>"},
+		{"integer with space", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId> 4000</deviceConfigId>"},
+		{"empty integer", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId></deviceConfigId>"},
+		{"integer out of range", `xsi:type="xsd:int">16384`, `xsi:type="xsd:int">3000000000`},
+		{"boolean field spelled 1", "<connected>true</connected>", "<connected>1</connected>"},
+		{"text among fields", "<network>k8s-nodes</network><ipAddress>", "<network>k8s-nodes</network>x<ipAddress>"},
+		{"a Base interface", "<deviceConfigId>4000</deviceConfigId><dnsConfig>", `<deviceConfigId>4000</deviceConfigId><netBIOSConfig xsi:type="NetBIOSConfigInfo"><mode>disabled</mode></netBIOSConfig><dnsConfig>`},
+		{"any without a type", `<value xsi:type="xsd:string">base64</value>`, `<value>base64</value>`},
+		{"bad time", "2026-12-01T10:00:00Z", "yesterday"},
+		{"xsd:dateTime value", `xsi:type="xsd:string">ubuntu64Guest`, `xsi:type="xsd:dateTime">2026-12-01T10:00:00Z`},
+		{"unknown type", `xsi:type="OptionValue"><key>guestinfo.metadata<`, `xsi:type="FutureOption"><key>guestinfo.metadata<`},
+		{"element in a leaf", "<network>k8s-nodes</network>", "<network><b>k8s</b></network>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := strings.Replace(string(body), tc.from, tc.to, 1)
+			if in == string(body) {
+				t.Fatalf("%q is not in the fixture", tc.from)
+			}
+			if res, ok := New(types.TypeFunc()).Decode([]byte(in)); ok {
+				t.Errorf("decoded %#v, want it declined", res)
+			}
+		})
+	}
+}
+
+// FuzzDecode: whatever Decode, DecodeRetrieve or DecodeContinueRetrieve
+// accepts, govmomi's decoder decodes to the same response, without a
+// fault.
 func FuzzDecode(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.xml"))
 	for _, file := range files {
@@ -153,18 +271,20 @@ func FuzzDecode(f *testing.F) {
 	}
 	d := New(types.TypeFunc())
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, ok := d.Decode(body)
-		if !ok {
-			return
-		}
-		want, err := govmomi(body)
-		switch {
-		case err != nil:
-			t.Fatalf("decoded what govmomi rejects (%v): %#v", err, got)
-		case want.Fault_ != nil:
-			t.Fatalf("decoded a fault as %#v", got)
-		case !reflect.DeepEqual(want.Res, got):
-			t.Fatalf("differs from govmomi's decoder (-govmomi +here):\n%s", cmp.Diff(want.Res, got))
+		for _, dc := range decodings {
+			got, ok := dc.ours(d, body)
+			if !ok {
+				continue
+			}
+			want, fault, err := dc.theirs(body)
+			switch {
+			case err != nil:
+				t.Fatalf("%s: decoded what govmomi rejects (%v): %#v", dc.name, err, got)
+			case fault != nil && !reflect.ValueOf(fault).IsNil():
+				t.Fatalf("%s: decoded a fault as %#v", dc.name, got)
+			case !reflect.DeepEqual(want, got):
+				t.Fatalf("%s: differs from govmomi's decoder (-govmomi +here):\n%s", dc.name, cmp.Diff(want, got))
+			}
 		}
 	})
 }

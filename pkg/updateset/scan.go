@@ -2,6 +2,7 @@ package updateset
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -9,8 +10,9 @@ import (
 // scanner reads the XML of one response, strictly: a construct it does
 // not know ends the scan (ok false), for govmomi's decoder to read
 // instead. It never errs on the side of accepting: comments, CDATA,
-// processing instructions after the declaration, DOCTYPE, numeric
-// character references, carriage returns and non-ASCII names all decline.
+// processing instructions after the declaration, DOCTYPE, a character
+// reference to what is not an XML character, carriage returns and
+// non-ASCII names all decline.
 type scanner struct {
 	b     []byte
 	i     int
@@ -222,7 +224,8 @@ func (s *scanner) rawText(t tag) ([]byte, bool) {
 }
 
 // check reports whether raw is text the decoder reads as it stands, but
-// for the five predefined entities. Any other '&',
+// for the five predefined entities and character references (the
+// simulator writes a quote as &#34;). Any other '&',
 // a carriage return, "]]>", a control character or a byte that is not
 // valid UTF-8 declines.
 func (s *scanner) check(raw []byte) bool {
@@ -230,7 +233,7 @@ func (s *scanner) check(raw []byte) bool {
 		c := raw[i]
 		switch {
 		case c == '&':
-			n := entity(raw[i:])
+			n, _ := reference(raw[i:])
 			if n == 0 {
 				return false
 			}
@@ -252,8 +255,8 @@ func (s *scanner) check(raw []byte) bool {
 	return true
 }
 
-// unescape returns raw, checked, with the five predefined entities
-// replaced.
+// unescape returns raw, checked, with its entity and character
+// references replaced.
 func (s *scanner) unescape(raw []byte) string {
 	if bytes.IndexByte(raw, '&') < 0 {
 		return string(raw)
@@ -266,14 +269,9 @@ func (s *scanner) unescape(raw []byte) string {
 			break
 		}
 		s.sb.Write(raw[:amp])
-		raw = raw[amp:]
-		for _, e := range entities { // checked: raw begins with one
-			if bytes.HasPrefix(raw, []byte(e.name)) {
-				s.sb.WriteByte(e.char)
-				raw = raw[len(e.name):]
-				break
-			}
-		}
+		n, r := reference(raw[amp:]) // checked: one
+		s.sb.WriteRune(r)
+		raw = raw[amp+n:]
 	}
 	return s.sb.String()
 }
@@ -285,12 +283,43 @@ var entities = [...]struct {
 	char byte
 }{{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&apos;", '\''}, {"&quot;", '"'}}
 
-// entity returns the length of the predefined entity raw begins with, or 0.
-func entity(raw []byte) int {
+// reference returns the length of the predefined entity or the
+// character reference (&#34; or &#x22;) raw begins with, and the
+// character it stands for; 0 if raw begins with neither, or with a
+// reference to what is not an XML character (the decoder rejects those,
+// but for surrogates, which it reads as U+FFFD: declined too).
+func reference(raw []byte) (int, rune) {
 	for _, e := range entities {
 		if bytes.HasPrefix(raw, []byte(e.name)) {
-			return len(e.name)
+			return len(e.name), rune(e.char)
 		}
 	}
-	return 0
+	if !bytes.HasPrefix(raw, []byte("&#")) {
+		return 0, 0
+	}
+	i, base := 2, 10
+	if len(raw) > 2 && raw[2] == 'x' {
+		i, base = 3, 16
+	}
+	j := i
+	for j < len(raw) && j-i <= 8 && digit(raw[j], base) {
+		j++
+	}
+	if j == i || j-i > 8 || j >= len(raw) || raw[j] != ';' {
+		return 0, 0
+	}
+	n, err := strconv.ParseUint(string(raw[i:j]), base, 32)
+	if err != nil || !xmlChar(n) {
+		return 0, 0
+	}
+	return j + 1, rune(n)
+}
+
+func digit(c byte, base int) bool {
+	return '0' <= c && c <= '9' || base == 16 && ('a' <= c && c <= 'f' || 'A' <= c && c <= 'F')
+}
+
+// xmlChar reports whether n is a character XML allows (its Char production).
+func xmlChar(n uint64) bool {
+	return n == 0x9 || n == 0xA || n == 0xD || 0x20 <= n && n <= 0xD7FF || 0xE000 <= n && n <= 0xFFFD || 0x10000 <= n && n <= 0x10FFFF
 }

@@ -19,15 +19,17 @@ import (
 )
 
 // pages is the bottom of the SOAP client's chain of round trippers: it
-// sends every request as the SOAP client does, and decodes the answers
-// to WaitForUpdatesEx, the inventory's pages, with updateset when they
-// hold only simple values (the identities of a vCenter's VMs: about a
-// ninth of the CPU time of govmomi's decoder and of the bytes it
-// allocates, BenchmarkDecode). Other answers, and those updateset declines (a fault, a
-// VM's guest.net), are decoded by govmomi's decoder from the same bytes.
+// sends every request as the SOAP client does, and decodes the property
+// collector's answers (WaitForUpdatesEx: the inventory's pages and
+// updates; RetrievePropertiesEx and ContinueRetrievePropertiesEx: its
+// direct reads) with updateset when they hold only what it knows, the
+// identities and details of VMs, at a fraction of the CPU time of
+// govmomi's decoder (BenchmarkDecode). Other answers, and those updateset
+// declines (a fault, a field it does not read), are decoded by govmomi's
+// decoder from the same bytes.
 //
-// WaitForUpdatesEx is sent without a SOAP header from the context
-// (soap.Client.WithHeader): only the inventory sends it, with none.
+// These requests are sent without a SOAP header from the context
+// (soap.Client.WithHeader): only LoginByToken sends one.
 type pages struct {
 	sc  *soap.Client
 	dec *updateset.Decoder
@@ -40,8 +42,25 @@ func newPages(sc *soap.Client) *pages {
 }
 
 func (p *pages) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
-	out, ok := res.(*methods.WaitForUpdatesExBody)
-	if !ok {
+	// decode decodes a body with updateset into res, or reports it cannot.
+	var decode func(body []byte) bool
+	switch out := res.(type) {
+	case *methods.WaitForUpdatesExBody:
+		decode = func(body []byte) (ok bool) {
+			out.Res, ok = p.dec.Decode(body)
+			return ok
+		}
+	case *methods.RetrievePropertiesExBody:
+		decode = func(body []byte) (ok bool) {
+			out.Res, ok = p.dec.DecodeRetrieve(body)
+			return ok
+		}
+	case *methods.ContinueRetrievePropertiesExBody:
+		decode = func(body []byte) (ok bool) {
+			out.Res, ok = p.dec.DecodeContinueRetrieve(body)
+			return ok
+		}
+	default:
 		return p.sc.RoundTrip(ctx, req, res)
 	}
 	// The request as soap.Client.RoundTrip builds it.
@@ -78,9 +97,8 @@ func (p *pages) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 		if err != nil {
 			return err
 		}
-		if r, ok := p.dec.Decode(body); ok {
+		if decode(body) {
 			p.fast.Add(1)
-			out.Res = r
 			return nil
 		}
 		p.slow.Add(1)

@@ -2,6 +2,7 @@ package vcenter
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,15 +17,30 @@ import (
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// TestPagesAgreeWithGovmomi: the inventory's pages read through pages are
-// what the SOAP client reads, for identities (decoded by updateset),
-// details with guest.net (declined: govmomi's decoder) and faults.
+// TestPagesAgreeWithGovmomi: the inventory's pages and direct reads read
+// through pages are what the SOAP client reads, for identities and
+// details with guest.net (decoded by updateset), a field updateset does
+// not read (govmomi's decoder) and faults.
 func TestPagesAgreeWithGovmomi(t *testing.T) {
-	simulator.Test(func(ctx context.Context, c *vim25.Client) {
+	m := simulator.VPX()
+	defer m.Remove()
+	if err := m.Create(); err != nil {
+		t.Fatal(err)
+	}
+	// What VMware Tools reports of a Node's VM, as the simulated fleet has it.
+	for i, obj := range m.Map().All("VirtualMachine") {
+		ip := fmt.Sprintf("10.0.0.%d", i+10)
+		m.Map().AtomicUpdate(m.Service.Context, obj, []types.PropertyChange{{Name: "guest.net", Val: []types.GuestNicInfo{{
+			Network: "VM Network", IpAddress: []string{ip, "fd00::1"}, Connected: true, DeviceConfigId: 4000, MacAddress: "00:50:56:00:00:01",
+			IpConfig: &types.NetIpConfigInfo{IpAddress: []types.NetIpConfigInfoIpAddress{{IpAddress: ip, PrefixLength: 24, State: "preferred"}}},
+		}}}})
+	}
+	err := m.Run(func(ctx context.Context, c *vim25.Client) error {
 		p := newPages(c.Client)
 		fast := *c
 		fast.RoundTripper = p
@@ -68,7 +84,10 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 				"VirtualMachine": {"name", "config.uuid", "config.template", "runtime.connectionState"},
 				"HostSystem":     {"name", "parent"}}, 1, 0},
 			{"details", map[string][]string{
-				"VirtualMachine": {"name", "guest.net", "runtime.powerState", "runtime.host"}}, 0, 1},
+				"VirtualMachine": {"name", "guest.net", "runtime.powerState", "runtime.host", "config.hardware.numCPU",
+					`config.extraConfig["guestinfo.metadata"]`}}, 1, 0},
+			{"a field updateset does not read", map[string][]string{
+				"VirtualMachine": {"name", "config.hardware.device"}}, 0, 1},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				before, slowBefore := p.fast.Load(), p.slow.Load()
@@ -92,6 +111,39 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 			})
 		}
 
+		t.Run("direct read", func(t *testing.T) {
+			refs, err := v.Find(ctx, []string{"VirtualMachine"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := types.PropertyFilterSpec{PropSet: []types.PropertySpec{{Type: "VirtualMachine",
+				PathSet: []string{"name", "config.uuid", "guest.net", "config.hardware.memoryMB", "runtime.powerState"}}}}
+			for _, r := range refs {
+				spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: r})
+			}
+			// Pages of 2: the rest is read by ContinueRetrievePropertiesEx.
+			req := types.RetrievePropertiesEx{This: c.ServiceContent.PropertyCollector, SpecSet: []types.PropertyFilterSpec{spec},
+				Options: types.RetrieveOptions{MaxObjects: 2}}
+			before, slowBefore := p.fast.Load(), p.slow.Load()
+			want, err := mo.RetrievePropertiesEx(ctx, c, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := mo.RetrievePropertiesEx(ctx, &fast, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("differs from the SOAP client's (-soap client +pages):\n%s", diff)
+			}
+			if len(got) < 3 {
+				t.Fatalf("%d VMs read, want more than a page", len(got))
+			}
+			if n, s := p.fast.Load()-before, p.slow.Load()-slowBefore; n != int64(len(got)+1)/2 || s != 0 {
+				t.Errorf("%d answers decoded by updateset and %d by govmomi, want %d and 0", n, s, (len(got)+1)/2)
+			}
+		})
+
 		t.Run("fault", func(t *testing.T) {
 			_, pc, _ := read(c, map[string][]string{"VirtualMachine": {"name"}})
 			if err := pc.Destroy(ctx); err != nil {
@@ -108,7 +160,11 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 				t.Errorf("error %v is not the vCenter's ManagedObjectNotFound fault", got)
 			}
 		})
+		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPagesHTTPStatus: an HTTP status other than 200 and 500 is the
