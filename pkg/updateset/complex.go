@@ -15,11 +15,13 @@ import (
 // read field by field, each child element into the field its xml tag
 // names, as govmomi's decoder reads it, for the fields whose types are
 // plain: strings and enums, booleans, signed integers, managed object
-// references, data objects of such fields, pointers to and slices of
-// them, times, and AnyType with a type attribute. A type with any other
-// field (an attribute, character data, a polymorphic Base interface,
-// unsigned or floating numbers, bytes) declines when that field's
-// element appears; one that reads its own XML declines at once.
+// references, times, data objects of such fields, pointers to and slices
+// of them, and AnyType with a type attribute. A field of another type (a
+// polymorphic Base interface, an unsigned or floating number, bytes)
+// declines when its element appears. A type the decoder reads otherwise
+// than by elements (a field for an attribute, character data, inner XML
+// or any element, an XMLName, two fields of one name) or that reads its
+// own XML declines whenever it appears.
 
 // plan is how the elements of a struct type are read: its fields by
 // element name. A nil plan: the type is read by govmomi's decoder only.
@@ -30,7 +32,7 @@ type plan struct {
 type field struct {
 	index []int // reflect.Value.FieldByIndex: through embedded structs
 	typ   reflect.Type
-	n     int // its number, for the repeat check (fields fewer than 64 are checked)
+	n     int // its number, for the repeat check (a type with more than 64 fields declines from the 65th)
 }
 
 var (
@@ -106,7 +108,12 @@ func (p *parser) object(t tag, v reflect.Value) bool {
 	if pl == nil {
 		return false
 	}
-	var seen uint64 // the fields read, but slices
+	if p.depth >= maxDepth {
+		return false // the decoder stops at 10,000; vSphere's data objects are far shallower
+	}
+	p.depth++
+	defer func() { p.depth-- }()
+	var seen uint64 // the fields read, slices excepted
 	for c := range p.children(t) {
 		f := pl.fields[string(c.local)]
 		if f == nil {
@@ -151,6 +158,9 @@ func (p *parser) field(t tag, v reflect.Value) bool {
 			return false // a Base interface: the decoder may keep a pointer
 		}
 		val, ok := p.value(t)
+		if ok && val == nil {
+			return false
+		}
 		if ok {
 			v.Set(reflect.ValueOf(val))
 		}
@@ -198,6 +208,29 @@ func (p *parser) field(t tag, v reflect.Value) bool {
 		return p.object(t, v)
 	}
 	return false
+}
+
+// maxDepth bounds the data objects read one in another.
+const maxDepth = 32
+
+// inScope runs read with the namespace declarations among attrs (a
+// value's own) in scope for the elements inside it, as the decoder
+// resolves prefixes: the simulator declares its xsi prefix on each value
+// only, and uses it on the values inside (OptionValue's).
+func (p *parser) inScope(attrs []attr, read func() bool) bool {
+	var decls []attr
+	for _, a := range attrs {
+		if string(a.prefix) == "xmlns" {
+			decls = append(decls, a) // a copy: the scanner reuses attrs
+		}
+	}
+	if len(decls) == 0 {
+		return read()
+	}
+	p.scope = append(p.scope, decls)
+	ok := read()
+	p.scope = p.scope[:len(p.scope)-1]
+	return ok
 }
 
 // integer reads the text of t as a decimal integer of bits, spelled

@@ -35,7 +35,8 @@ func New(typeFunc func(string) (reflect.Type, bool)) *Decoder {
 // but what it knows: a fault, a missing set, a value of a type or with a
 // field it does not read (complex.go), or XML beyond the plain subset
 // vCenter writes. Decode such a body with govmomi's decoder: Decode never
-// returns what that decoder would not.
+// returns what that decoder would not, and returns nothing when ok is
+// false.
 func (d *Decoder) Decode(body []byte) (res *types.WaitForUpdatesExResponse, ok bool) {
 	p, resp, ok := d.open(body, "WaitForUpdatesExResponse")
 	if !ok {
@@ -50,7 +51,10 @@ func (d *Decoder) Decode(body []byte) (res *types.WaitForUpdatesExResponse, ok b
 			return nil, false
 		}
 	}
-	return res, p.close()
+	if !p.close() {
+		return nil, false
+	}
+	return res, true
 }
 
 // DecodeRetrieve returns the RetrievePropertiesExResponse in body, as
@@ -71,7 +75,10 @@ func (d *Decoder) DecodeRetrieve(body []byte) (res *types.RetrievePropertiesExRe
 		}
 		res.Returnval = &r
 	}
-	return res, p.close()
+	if !p.close() {
+		return nil, false
+	}
+	return res, true
 }
 
 // DecodeContinueRetrieve returns the ContinueRetrievePropertiesExResponse
@@ -92,7 +99,10 @@ func (d *Decoder) DecodeContinueRetrieve(body []byte) (res *types.ContinueRetrie
 			return nil, false
 		}
 	}
-	return res, p.close()
+	if !p.close() {
+		return nil, false
+	}
+	return res, true
 }
 
 // open reads the envelope and the body up to the start tag of the
@@ -163,6 +173,8 @@ type parser struct {
 	body   tag
 	strs   map[string]string // strings that repeat (kinds, property names, types), one copy each
 	failed bool              // children met what it does not know
+	scope  [][]attr          // the declarations of the values being read, outermost first (complex.go)
+	depth  int               // the data objects being read, one in another
 }
 
 func (t tag) is(local string) bool { return is(t.prefix, t.local, "", local) }
@@ -172,19 +184,34 @@ func (t tag) is(local string) bool { return is(t.prefix, t.local, "", local) }
 func reserved(prefix []byte) bool { return string(prefix) == "xml" || string(prefix) == "xmlns" }
 
 // resolves reports whether prefix names the namespace uri, declared by
-// the element itself (own, a val's declarations) or by the envelope.
+// the element itself (own, a val's declarations), by a value it is in
+// (p.scope, innermost first) or by the envelope.
 func (p *parser) resolves(prefix []byte, own []attr, uri string) bool {
 	if reserved(prefix) {
 		return false // the decoder binds xml itself and never resolves xmlns
 	}
-	for _, decls := range [][]attr{own, p.ns} {
-		for _, a := range decls {
-			if string(a.prefix) == "xmlns" && bytes.Equal(a.local, prefix) {
-				return string(a.raw) == uri
-			}
+	if a, ok := declared(own, prefix); ok {
+		return string(a.raw) == uri
+	}
+	for i := len(p.scope) - 1; i >= 0; i-- {
+		if a, ok := declared(p.scope[i], prefix); ok {
+			return string(a.raw) == uri
 		}
 	}
+	if a, ok := declared(p.ns, prefix); ok {
+		return string(a.raw) == uri
+	}
 	return false
+}
+
+// declared returns the declaration of prefix among attrs.
+func declared(attrs []attr, prefix []byte) (attr, bool) {
+	for _, a := range attrs {
+		if string(a.prefix) == "xmlns" && bytes.Equal(a.local, prefix) {
+			return a, true
+		}
+	}
+	return attr{}, false
 }
 
 // children yields the child elements of t until its end tag, each
@@ -457,6 +484,9 @@ func (p *parser) value(t tag) (types.AnyType, bool) {
 	if !known {
 		return nil, false
 	}
+	if readsItself(rt) {
+		return nil, false
+	}
 	switch rt.Kind() {
 	case reflect.String: // an enum
 		raw, ok := p.s.rawText(t)
@@ -466,7 +496,7 @@ func (p *parser) value(t tag) (types.AnyType, bool) {
 		return reflect.ValueOf(p.str(raw)).Convert(rt).Interface(), true
 	case reflect.Struct:
 		v := reflect.New(rt).Elem()
-		if !p.object(t, v) {
+		if !p.inScope(t.attrs, func() bool { return p.object(t, v) }) {
 			return nil, false
 		}
 		return v.Interface(), true

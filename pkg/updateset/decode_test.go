@@ -135,6 +135,13 @@ func TestDecodeAgreesWithGovmomi(t *testing.T) {
 			}
 		}},
 		{file: "vcenter-continue.xml", ok: true},
+		{file: "vcsim-extraconfig.xml", ok: true, check: func(t *testing.T, res any) {
+			// The prefix declared on the val types the value inside it.
+			o := res.(*types.RetrievePropertiesExResponse).Returnval.Objects[0].PropSet[0].Val.(types.OptionValue)
+			if o.Value != "bmV0d29yazoge30=" {
+				t.Errorf("OptionValue %#v", o)
+			}
+		}},
 		{file: "vcsim-retrieve.xml", ok: true},
 		{file: "vcsim-details.xml", ok: true, check: func(t *testing.T, res any) {
 			// The simulator writes a quote as a character reference.
@@ -244,6 +251,12 @@ func TestDecodeDeclinesDetails(t *testing.T) {
 		{"xsd:dateTime value", `xsi:type="xsd:string">ubuntu64Guest`, `xsi:type="xsd:dateTime">2026-12-01T10:00:00Z`},
 		{"unknown type", `xsi:type="OptionValue"><key>guestinfo.metadata<`, `xsi:type="FutureOption"><key>guestinfo.metadata<`},
 		{"element in a leaf", "<network>k8s-nodes</network>", "<network><b>k8s</b></network>"},
+		// xsi is rebound on the value: the decoder finds no type on the
+		// value inside and leaves it nil.
+		{"prefix rebound on a value", `<val xsi:type="OptionValue"><key>guestinfo.metadata.encoding</key>`,
+			`<val xmlns:xsi="urn:other" xmlns:x="http://www.w3.org/2001/XMLSchema-instance" x:type="OptionValue"><key>guestinfo.metadata.encoding</key>`},
+		{"objects too deep", `<value xsi:type="xsd:string">base64</value>`,
+			strings.Repeat(`<value xsi:type="OptionValue"><key>k</key>`, 40) + `<value xsi:type="xsd:string">base64</value>` + strings.Repeat(`</value>`, 40)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := strings.Replace(string(body), tc.from, tc.to, 1)

@@ -29,7 +29,9 @@ import (
 // decoder from the same bytes.
 //
 // These requests are sent without a SOAP header from the context
-// (soap.Client.WithHeader): only LoginByToken sends one.
+// (soap.Client.WithHeader: an action or a security token): no caller
+// sends one with them today (only LoginByToken does, with its own
+// request). A caller that does would have to be routed around pages.
 type pages struct {
 	sc  *soap.Client
 	dec *updateset.Decoder

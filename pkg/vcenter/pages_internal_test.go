@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -38,7 +40,10 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 		m.Map().AtomicUpdate(m.Service.Context, obj, []types.PropertyChange{{Name: "guest.net", Val: []types.GuestNicInfo{{
 			Network: "VM Network", IpAddress: []string{ip, "fd00::1"}, Connected: true, DeviceConfigId: 4000, MacAddress: "00:50:56:00:00:01",
 			IpConfig: &types.NetIpConfigInfo{IpAddress: []types.NetIpConfigInfoIpAddress{{IpAddress: ip, PrefixLength: 24, State: "preferred"}}},
-		}}}})
+		}}}, {Name: "config.extraConfig", Val: []types.BaseOptionValue{
+			&types.OptionValue{Key: "guestinfo.metadata", Value: "bmV0d29yazoge30="},
+			&types.OptionValue{Key: "guestinfo.metadata.encoding", Value: "base64"},
+		}}})
 	}
 	err := m.Run(func(ctx context.Context, c *vim25.Client) error {
 		p := newPages(c.Client)
@@ -85,7 +90,7 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 				"HostSystem":     {"name", "parent"}}, 1, 0},
 			{"details", map[string][]string{
 				"VirtualMachine": {"name", "guest.net", "runtime.powerState", "runtime.host", "config.hardware.numCPU",
-					`config.extraConfig["guestinfo.metadata"]`}}, 1, 0},
+					`config.extraConfig["guestinfo.metadata"]`, `config.extraConfig["guestinfo.metadata.encoding"]`}}, 1, 0},
 			{"a field updateset does not read", map[string][]string{
 				"VirtualMachine": {"name", "config.hardware.device"}}, 0, 1},
 		} {
@@ -108,6 +113,11 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 				if len(got) == 0 {
 					t.Error("no objects read")
 				}
+				for _, ch := range got[0].ChangeSet {
+					if o, ok := ch.Val.(types.OptionValue); ok && o.Value == nil {
+						t.Errorf("%s read without its value", ch.Name)
+					}
+				}
 			})
 		}
 
@@ -117,7 +127,8 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 				t.Fatal(err)
 			}
 			spec := types.PropertyFilterSpec{PropSet: []types.PropertySpec{{Type: "VirtualMachine",
-				PathSet: []string{"name", "config.uuid", "guest.net", "config.hardware.memoryMB", "runtime.powerState"}}}}
+				PathSet: []string{"name", "config.uuid", "guest.net", "config.hardware.memoryMB", "runtime.powerState",
+					`config.extraConfig["guestinfo.metadata"]`}}}}
 			for _, r := range refs {
 				spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: r})
 			}
@@ -164,6 +175,47 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPagesDeclinedLate: an answer updateset declines at its very end
+// (here a comment after the envelope) is govmomi's decoding alone, not
+// added to what updateset read.
+func TestPagesDeclinedLate(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		res     func() soap.HasFault
+	}{
+		{"vcenter-retrieve.xml", func() soap.HasFault { return &methods.RetrievePropertiesExBody{} }},
+		{"vcenter-continue.xml", func() soap.HasFault { return &methods.ContinueRetrievePropertiesExBody{} }},
+		{"vcenter-identity.xml", func() soap.HasFault { return &methods.WaitForUpdatesExBody{} }},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			body, err := os.ReadFile(filepath.Join("..", "updateset", "testdata", tc.fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body = append(body, "<!-- after the envelope -->\n"...)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }))
+			defer srv.Close()
+			u, _ := url.Parse(srv.URL + "/sdk")
+			sc := soap.NewClient(u, true)
+			req := &methods.RetrievePropertiesExBody{Req: &types.RetrievePropertiesEx{}}
+			want, got := tc.res(), tc.res()
+			if err := sc.RoundTrip(context.Background(), req, want); err != nil {
+				t.Fatal(err)
+			}
+			p := newPages(sc)
+			if err := p.RoundTrip(context.Background(), req, got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("differs from the SOAP client's (-soap client +pages):\n%s", diff)
+			}
+			if p.slow.Load() != 1 {
+				t.Errorf("%d answers decoded by govmomi, want 1", p.slow.Load())
+			}
+		})
 	}
 }
 
