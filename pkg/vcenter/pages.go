@@ -15,16 +15,16 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"github.com/vmware/govmomi/vim25/xml"
 
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/updateset"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/collectorxml"
 )
 
 // pages is the bottom of the SOAP client's chain of round trippers: it
 // sends every request as the SOAP client does, and decodes the property
 // collector's answers (WaitForUpdatesEx: the inventory's pages and
 // updates; RetrievePropertiesEx and ContinueRetrievePropertiesEx: its
-// direct reads) with updateset when they hold only what it knows, the
+// direct reads) with collectorxml when they hold only what it knows, the
 // identities and details of VMs, at a fraction of the CPU time of
-// govmomi's decoder (BenchmarkDecode). Other answers, and those updateset
+// govmomi's decoder (BenchmarkDecode). Other answers, and those collectorxml
 // declines (a fault, a field it does not read), are decoded by govmomi's
 // decoder from the same bytes.
 //
@@ -34,17 +34,17 @@ import (
 // request). A caller that does would have to be routed around pages.
 type pages struct {
 	sc  *soap.Client
-	dec *updateset.Decoder
-	// fast and slow count the pages decoded by updateset and by govmomi.
+	dec *collectorxml.Decoder
+	// fast and slow count the pages decoded by collectorxml and by govmomi.
 	fast, slow atomic.Int64
 }
 
 func newPages(sc *soap.Client) *pages {
-	return &pages{sc: sc, dec: updateset.New(sc.Types)}
+	return &pages{sc: sc, dec: collectorxml.New(sc.Types)}
 }
 
 func (p *pages) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
-	// decode decodes a body with updateset into res, or reports it cannot.
+	// decode decodes a body with collectorxml into res, or reports it cannot.
 	var decode func(body []byte) bool
 	switch out := res.(type) {
 	case *methods.WaitForUpdatesExBody:

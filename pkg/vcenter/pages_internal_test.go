@@ -26,7 +26,7 @@ import (
 
 // TestPagesAgreeWithGovmomi: the inventory's pages and direct reads read
 // through pages are what the SOAP client reads, for identities and
-// details with guest.net (decoded by updateset), a field updateset does
+// details with guest.net (decoded by collectorxml), a field collectorxml does
 // not read (govmomi's decoder) and faults.
 func TestPagesAgreeWithGovmomi(t *testing.T) {
 	m := simulator.VPX()
@@ -91,7 +91,7 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 			{"details", map[string][]string{
 				"VirtualMachine": {"name", "guest.net", "runtime.powerState", "runtime.host", "config.hardware.numCPU",
 					`config.extraConfig["guestinfo.metadata"]`, `config.extraConfig["guestinfo.metadata.encoding"]`}}, 1, 0},
-			{"a field updateset does not read", map[string][]string{
+			{"a field collectorxml does not read", map[string][]string{
 				"VirtualMachine": {"name", "config.hardware.device"}}, 0, 1},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 					t.Errorf("differs from the SOAP client's (-soap client +pages):\n%s", diff)
 				}
 				if n, s := p.fast.Load()-before, p.slow.Load()-slowBefore; n != tc.fast || s != tc.slow {
-					t.Errorf("%d pages decoded by updateset and %d by govmomi, want %d and %d", n, s, tc.fast, tc.slow)
+					t.Errorf("%d pages decoded by collectorxml and %d by govmomi, want %d and %d", n, s, tc.fast, tc.slow)
 				}
 				if len(got) == 0 {
 					t.Error("no objects read")
@@ -151,7 +151,7 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 				t.Fatalf("%d VMs read, want more than a page", len(got))
 			}
 			if n, s := p.fast.Load()-before, p.slow.Load()-slowBefore; n != int64(len(got)+1)/2 || s != 0 {
-				t.Errorf("%d answers decoded by updateset and %d by govmomi, want %d and 0", n, s, (len(got)+1)/2)
+				t.Errorf("%d answers decoded by collectorxml and %d by govmomi, want %d and 0", n, s, (len(got)+1)/2)
 			}
 		})
 
@@ -178,9 +178,9 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 	}
 }
 
-// TestPagesDeclinedLate: an answer updateset declines at its very end
+// TestPagesDeclinedLate: an answer collectorxml declines at its very end
 // (here a comment after the envelope) is govmomi's decoding alone, not
-// added to what updateset read.
+// added to what collectorxml read.
 func TestPagesDeclinedLate(t *testing.T) {
 	for _, tc := range []struct {
 		fixture string
@@ -191,7 +191,7 @@ func TestPagesDeclinedLate(t *testing.T) {
 		{"vcenter-identity.xml", func() soap.HasFault { return &methods.WaitForUpdatesExBody{} }},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
-			body, err := os.ReadFile(filepath.Join("..", "updateset", "testdata", tc.fixture))
+			body, err := os.ReadFile(filepath.Join("..", "collectorxml", "testdata", tc.fixture))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package updateset
+package collectorxml
 
 import (
 	"encoding"
@@ -78,8 +78,10 @@ func (pl *plan) add(rt reflect.Type, index []int) bool {
 			continue
 		}
 		at := append(append([]int(nil), index...), i)
-		if f.Anonymous && tag == "" {
-			if f.Type.Kind() != reflect.Struct || !pl.add(f.Type, at) {
+		if f.Anonymous && (f.Type.Kind() == reflect.Struct || f.Type.Kind() == reflect.Pointer) {
+			// Embedded, whatever its tag: the decoder flattens a struct
+			// (and allocates a nil embedded pointer: declined).
+			if f.Type.Kind() == reflect.Pointer || !pl.add(f.Type, at) {
 				return false
 			}
 			continue

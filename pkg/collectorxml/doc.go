@@ -1,4 +1,4 @@
-// Package updateset decodes the property collector's answers:
+// Package collectorxml decodes the property collector's answers:
 // WaitForUpdatesEx (a vCenter's pages of its VMs' identities, and the
 // details of the VMs the inventory follows) and RetrievePropertiesEx and
 // ContinueRetrievePropertiesEx (its direct reads of details).
@@ -16,4 +16,4 @@
 // bytes, and returns nothing then. What it accepts it decodes exactly as
 // govmomi's decoder does: FuzzDecode checks that on every input it
 // accepts.
-package updateset
+package collectorxml

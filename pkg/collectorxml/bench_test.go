@@ -1,4 +1,4 @@
-package updateset
+package collectorxml
 
 import (
 	"fmt"
@@ -38,7 +38,7 @@ func page(n int) []byte {
 // page size): per op, one page.
 func BenchmarkDecode(b *testing.B) {
 	body := page(100)
-	b.Run("updateset", func(b *testing.B) {
+	b.Run("collectorxml", func(b *testing.B) {
 		d := New(types.TypeFunc())
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
@@ -107,7 +107,7 @@ func detailsRead(n int) []byte {
 // VMs' details: per op, one read.
 func BenchmarkDecodeDetails(b *testing.B) {
 	body := detailsRead(100)
-	b.Run("updateset", func(b *testing.B) {
+	b.Run("collectorxml", func(b *testing.B) {
 		d := New(types.TypeFunc())
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()

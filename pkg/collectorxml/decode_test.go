@@ -1,4 +1,4 @@
-package updateset
+package collectorxml
 
 import (
 	"bytes"

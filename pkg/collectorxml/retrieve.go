@@ -1,4 +1,4 @@
-package updateset
+package collectorxml
 
 import "github.com/vmware/govmomi/vim25/types"
 
