@@ -8,14 +8,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	cloudconfig "k8s.io/cloud-provider/app/config"
+	nodecontroller "k8s.io/cloud-provider/controllers/node"
 	"k8s.io/cloud-provider/names"
 	"k8s.io/cloud-provider/options"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -30,6 +33,7 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configwatch"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/noderetry"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/servingcsr"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
@@ -58,11 +62,40 @@ func notRun(name string) app.ControllerInitFuncConstructor {
 	}
 }
 
+// nodeController registers the framework's cloud node controller as the
+// framework does (k8s.io/cloud-provider/app's startCloudNodeController,
+// same client, flags and start), but on a noderetry.Tee's informer, which
+// it stores in tee: the node-topology controller can then hand it a Node
+// to retry at once without writing the Node.
+func nodeController(tee *atomic.Pointer[noderetry.Tee]) app.ControllerInitFuncConstructor {
+	return app.ControllerInitFuncConstructor{
+		InitContext: app.DefaultInitFuncConstructors[names.CloudNodeController].InitContext,
+		Constructor: func(ic app.ControllerInitContext, cc *cloudconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+			return func(ctx context.Context, cctx genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				t := noderetry.New(cc.SharedInformers.Core().V1().Nodes())
+				nc, err := nodecontroller.NewCloudNodeController(t.Informer(), cc.ClientBuilder.ClientOrDie(ic.ClientName), cloud,
+					cc.ComponentConfig.NodeStatusUpdateFrequency.Duration,
+					cc.ComponentConfig.NodeController.ConcurrentNodeSyncs,
+					cc.ComponentConfig.NodeController.ConcurrentNodeStatusUpdates)
+				if err != nil {
+					// As the framework: reported, and the controller not started.
+					klog.FromContext(ctx).Error(err, "Could not start the cloud node controller", "controller", names.CloudNodeController)
+					return nil, false, nil
+				}
+				tee.Store(t)
+				go nc.RunWithContext(ctx, cctx.ControllerManagerMetrics)
+				return nil, true, nil
+			}
+		},
+	}
+}
+
 // nodeTopologyController registers the node-topology controller with the
 // controller manager like the framework's own: its name in --controllers,
 // on by default, started under leader election with the rest, on the
-// shared Node informer.
-func nodeTopologyController(ev *nodeevents.Recorder, m *nodetopology.Metrics) app.ControllerInitFuncConstructor {
+// shared Node informer. Nodes waiting for initialization are handed back
+// to the node controller through tee when it runs in this process.
+func nodeTopologyController(ev *nodeevents.Recorder, m *nodetopology.Metrics, tee *atomic.Pointer[noderetry.Tee]) app.ControllerInitFuncConstructor {
 	return app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: nodetopology.ClientName},
 		Constructor: func(ic app.ControllerInitContext, cc *cloudconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
@@ -77,7 +110,11 @@ func nodeTopologyController(ev *nodeevents.Recorder, m *nodetopology.Metrics) ap
 					vcenters = append(vcenters, vc.Name)
 				}
 				c, err := nodetopology.New(cc.ClientBuilder.ClientOrDie(ic.ClientName), cc.SharedInformers.Core().V1().Nodes(), p,
-					nodetopology.Options{OutOfService: cfg.Nodes.OutOfService, Events: ev, Metrics: m, VCenters: vcenters, AdoptUntainted: cfg.Nodes.AdoptUntainted})
+					nodetopology.Options{OutOfService: cfg.Nodes.OutOfService, Events: ev, Metrics: m, VCenters: vcenters, AdoptUntainted: cfg.Nodes.AdoptUntainted,
+						Retry: func(n *v1.Node) bool {
+							t := tee.Load()
+							return t != nil && t.Retry(n)
+						}})
 				if err != nil {
 					return nil, false, err
 				}
@@ -155,6 +192,9 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}, restart
 	for _, n := range controllers {
 		ctrls[n] = app.DefaultInitFuncConstructors[n]
 	}
+	// The node controller's informer, kept for node-topology's retries.
+	var tee atomic.Pointer[noderetry.Tee]
+	ctrls[names.CloudNodeController] = nodeController(&tee)
 	for _, n := range []string{names.ServiceLBController, names.NodeRouteController} {
 		ctrls[n] = notRun(n)
 	}
@@ -163,7 +203,7 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}, restart
 	// client (provider.Initialize).
 	events := nodeevents.New(clock.RealClock{})
 	topologyMetrics := nodetopology.NewMetrics()
-	ctrls[nodetopology.Name] = nodeTopologyController(events, topologyMetrics)
+	ctrls[nodetopology.Name] = nodeTopologyController(events, topologyMetrics, &tee)
 	csrMetrics := servingcsr.NewMetrics()
 	ctrls[servingcsr.Name] = servingCSRController(events, csrMetrics)
 	lead := &leadership{}

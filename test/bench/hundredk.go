@@ -63,6 +63,12 @@ type hundredKRun struct {
 	// readCPU is the CPU the simulators and the CCM used while the CCM
 	// read its inventories and tags, before any Node (warm runs only).
 	readCPU map[string]time.Duration
+	// apiWrites are the API server's writes during initialization by verb
+	// and resource, everyone's (the registering kubelets' too).
+	apiWrites map[string]float64
+	// marks are the times by which the first Node, a tenth, a quarter,
+	// three quarters and nine tenths of the Nodes were initialized.
+	marks [5]time.Duration
 }
 
 // hundredK initializes nodes Nodes among vcenters x vmsPer VMs (the
@@ -210,12 +216,15 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 	reqs, _ := stat("vSphere requests per Node, beyond long polls", func(x, _ hundredKRun) float64 {
 		return (x.requests.SOAP - x.requests.Polls + x.requests.REST) / n
 	}, "%.3f")
+	writesN, _ := stat("API server writes per Node (everyone's)", func(x, _ hundredKRun) float64 { return sum(x.apiWrites) / n }, "%.2f")
 	rss, _ := stat("peak RSS of the CCM, MB", func(x, _ hundredKRun) float64 { return float64(x.peakRSSKB) / 1024 }, "%.1f")
-	var floorCPU spread
+	var floorCPU, floorWrites spread
 	for _, r := range rounds {
 		floorCPU = append(floorCPU, r.floor.cpu["ccm"].Seconds())
+		floorWrites = append(floorWrites, sum(r.floor.apiWrites)/n)
 	}
 	fmt.Printf("%-52s %26s\n", "CPU of the zero-cost CCM, s", floorCPU.format("%.1f"))
+	fmt.Printf("%-52s %26s\n", "API server writes per Node, zero-cost", floorWrites.format("%.2f"))
 
 	label := fmt.Sprintf("100k (%s): %d Nodes of %d VMs in %d vCenters", mode, len(chosen), vms, o.vcenters)
 	return []report{
@@ -225,6 +234,7 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 		{"100k: CPU of the CCM per VM, us / per Node, ms", perVM.format("%.0f") + " / " + perNode.format("%.2f"), ""},
 		{"100k: vSphere requests per Node beyond long polls", reqs.format("%.3f"), "<= 0.05"},
 		{"100k: peak RSS of the CCM, MB", rss.format("%.1f"), "<= 256"},
+		{"100k: API server writes per Node (zero-cost: " + floorWrites.format("%.2f") + ")", writesN.format("%.2f"), ""},
 	}, nil
 }
 
@@ -251,12 +261,29 @@ func printHundredKRound(ours, base, floor hundredKRun, withBase bool, nodes, vms
 	fmt.Println()
 	row("every Node initialized (p100)", func(r hundredKRun) string { return seconds(r.p100) })
 	row("half of them (p50)", func(r hundredKRun) string { return seconds(r.p50) })
+	row("first Node; p10/p25/p75/p90, s", func(r hundredKRun) string {
+		q := r.marks
+		return fmt.Sprintf("%.1f; %.0f/%.0f/%.0f/%.0f", q[0].Seconds(), q[1].Seconds(), q[2].Seconds(), q[3].Seconds(), q[4].Seconds())
+	})
+	row("Nodes a second from p25 to p100 (0.75 N / (p100-p25))", func(r hundredKRun) string {
+		return fmt.Sprintf("%.0f", 0.75*n/(r.p100-r.marks[2]).Seconds())
+	})
 	row("ratio to zero-cost (p100)", func(r hundredKRun) string { return fmt.Sprintf("%.2f", r.p100.Seconds()/floor.p100.Seconds()) })
 	row("vSphere requests per Node (SOAP+REST, long polls too)", func(r hundredKRun) string {
 		return fmt.Sprintf("%.3f", (r.requests.SOAP+r.requests.REST)/n)
 	})
 	row("  of which inventory long polls", func(r hundredKRun) string { return fmt.Sprintf("%.3f", r.requests.Polls/n) })
 	row("REST logins during initialization", func(r hundredKRun) string { return fmt.Sprintf("%.0f", r.requests.RESTLogins) })
+	row("API server writes per Node (everyone's)", func(r hundredKRun) string { return fmt.Sprintf("%.2f", sum(r.apiWrites)/n) })
+	writes := map[string]bool{}
+	for _, c := range cols {
+		for k := range c.apiWrites {
+			writes[k] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(writes)) {
+		row("  "+k, func(r hundredKRun) string { return fmt.Sprintf("%.2f", r.apiWrites[k]/n) })
+	}
 	for _, proc := range []string{"ccm", "kube-apiserver", "etcd", "bench (simulators, Node writes)"} {
 		row("CPU: "+proc, func(r hundredKRun) string { return seconds(r.cpu[proc]) })
 	}
@@ -291,8 +318,8 @@ func (s spread) format(f string) string {
 	return fmt.Sprintf(f+" ["+f+", "+f+"]", med, v[0], v[len(v)-1])
 }
 
-func sum(m map[string]time.Duration) time.Duration {
-	var t time.Duration
+func sum[V time.Duration | float64](m map[string]V) V {
+	var t V
 	for _, d := range m {
 		t += d
 	}
@@ -373,6 +400,10 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 	for k, pid := range procs {
 		cpu0[k], _ = controlplane.CPUTime(pid)
 	}
+	api0, err := apiRequests(ctx, e.kube)
+	if err != nil {
+		return r, err
+	}
 	var profiles chan error
 	if profile {
 		profiles = make(chan error, 1)
@@ -405,6 +436,14 @@ func runHundredK(ctx context.Context, e env, vms []vcsim.VM, binary, configArg s
 	}
 	r.wall = time.Since(start)
 	r.p50, r.p100 = quantile(times, 0.5), quantile(times, 1)
+	for i, q := range []float64{0, 0.1, 0.25, 0.75, 0.9} {
+		r.marks[i] = quantile(times, q)
+	}
+	api1, err := apiRequests(ctx, e.kube)
+	if err != nil {
+		return r, err
+	}
+	r.apiWrites = apiWrites(api0, api1)
 	r.cpu = map[string]time.Duration{}
 	for k, pid := range procs {
 		c, _ := controlplane.CPUTime(pid)

@@ -98,6 +98,12 @@ type Options struct {
 	// AdoptUntainted taints the Nodes that joined without the
 	// uninitialized taint once their VM is found (nodes.adoptUntainted).
 	AdoptUntainted bool
+	// Retry hands a Node waiting for initialization back to the
+	// framework's node controller in this process, without a request
+	// (noderetry.Tee.Retry), and reports whether it could. Nil, or false:
+	// the retry annotation is written instead (the node controller runs
+	// elsewhere).
+	Retry func(*v1.Node) bool
 }
 
 // Controller observes Nodes when they or their VMs change.
@@ -369,18 +375,21 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 }
 
 // AnnotationRetry is set on a Node that waits for initialization when a
-// vCenter becomes usable again. The change makes the framework's node
-// controller retry the Node at once: after failures its work queue backs
-// off exponentially (up to 1000 s), so without it a Node could wait many
-// minutes after its vCenter returned.
+// vCenter becomes usable again, if the framework's node controller does
+// not run in this process (Options.Retry cannot hand it the Node). The
+// change makes that node controller retry the Node at once: after failures
+// its work queue backs off exponentially (up to 1000 s), so without it a
+// Node could wait many minutes after its vCenter returned.
 const AnnotationRetry = "vsphere.vsphere-ccm.io/retry-requested"
 
-// retryWaiting annotates the Nodes that still wait for initialization
-// (they carry the framework's uninitialized taint) and that the provider
-// says are due (RetryDue: their initialization failed, and their VM can
-// now be looked up), so that the framework's node controller, which
-// reacts to Node updates, retries them at once. A Node not tried yet, or
-// still waiting for a vCenter, is not written.
+// retryWaiting hands back to the framework's node controller the Nodes
+// that still wait for initialization (they carry the framework's
+// uninitialized taint) and that the provider says are due (RetryDue: their
+// initialization failed, and their VM can now be looked up), so that it
+// retries them at once: through Options.Retry when that node controller
+// runs in this process (no Node write), else by annotating them (it reacts
+// to Node updates). A Node not tried yet, or still waiting for a vCenter,
+// is not handed back.
 func (c *Controller) retryWaiting(ctx context.Context, unsent map[string]bool) {
 	log := klog.FromContext(ctx)
 	nodes, err := c.nodes.List(labels.Everything())
@@ -404,6 +413,11 @@ func (c *Controller) retryWaiting(ctx context.Context, unsent map[string]bool) {
 	c.refused.GC()
 	now := c.opts.Clock.Now()
 	for _, n := range due {
+		if c.opts.Retry != nil && c.opts.Retry(n) {
+			c.opts.Metrics.retried("informer")
+			log.V(4).Info("Queued a Node waiting for initialization for a retry", "node", n.Name)
+			continue
+		}
 		if c.refused.IsInBackOffSinceUpdate(n.Name, now) {
 			unsent[n.Name] = true // tried again once its back-off ends
 			continue
@@ -414,6 +428,7 @@ func (c *Controller) retryWaiting(ctx context.Context, unsent map[string]bool) {
 		case err == nil:
 			c.refused.Reset(n.Name)
 			delete(c.reported, n.Name)
+			c.opts.Metrics.retried("annotation")
 			log.V(2).Info("Asked for a retry of a Node waiting for initialization", "node", n.Name)
 		case apierrors.IsNotFound(err):
 			// Deleted meanwhile: nothing to retry.

@@ -7,10 +7,13 @@
 // the framework's: the relabel of drifted zone and region labels
 // (labels.onDrift: relabel), the zone-moved taint (labels.onDrift: taint),
 // the placement labels (labels.placement), the out-of-service taint on a
-// proven power-off (nodes.outOfService), and the retry annotation that
-// makes the framework initialize at once the Nodes whose initialization
-// failed, when their VM can be looked up (their vCenter returned, or the
-// page of its first read with their VM arrived).
+// proven power-off (nodes.outOfService). It also has the framework
+// initialize at once the Nodes whose initialization failed, when their VM
+// can be looked up (their vCenter returned, or the page of its first read
+// with their VM arrived): handed back to the framework's node controller
+// in this process (Options.Retry, pkg/controllers/noderetry) without a
+// write, or through the retry annotation when that controller runs
+// elsewhere.
 // It asks the provider only what the provider alone can answer (its
 // Source: Observe, Power, ConfirmPoweredOff, InScope, RetryDue and two
 // change notifications, none with effects but RetryDue's record of what

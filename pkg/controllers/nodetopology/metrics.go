@@ -15,6 +15,7 @@ type Metrics struct {
 	oosUnproven   *metrics.Counter
 	deletionsHeld *metrics.GaugeVec
 	refused       *metrics.CounterVec
+	retries       *metrics.CounterVec
 	untainted     *metrics.Gauge
 	adoptions     *metrics.Counter
 }
@@ -46,6 +47,10 @@ func NewMetrics() *Metrics {
 			Help: "Retry annotations of Nodes waiting for initialization that the API server refused for a reason that will not pass by itself, by reason (Forbidden, Invalid): " +
 				"counted once per Node and refusal, then backed off (1s to 5m).",
 			StabilityLevel: metrics.ALPHA}, []string{"reason"}),
+		retries: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_initialization_retries_total",
+			Help: "Nodes waiting for initialization whose last attempt failed and whose VM can now be looked up, handed back to the framework's node controller, by how: " +
+				"informer (queued in this process, no Node write) or annotation (the retry annotation written on the Node: the node controller runs elsewhere).",
+			StabilityLevel: metrics.ALPHA}, []string{"via"}),
 		untainted: metrics.NewGauge(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_joined_without_taint",
 			Help: "Nodes without a providerID that joined without the node.cloudprovider.kubernetes.io/uninitialized taint, and whose VM is found: no CCM initializes them " +
 				"(kubelet without --cloud-provider=external, or joined before the CCM); nodes.adoptUntainted taints them (a VM found by the Node's machine UUID).",
@@ -68,6 +73,15 @@ func (m *Metrics) adopted() {
 	}
 }
 
+// retryVias are the label values of the retries counter, created at 0.
+var retryVias = []string{"informer", "annotation"}
+
+func (m *Metrics) retried(via string) {
+	if m != nil {
+		m.retries.WithLabelValues(via).Inc()
+	}
+}
+
 func (m *Metrics) retryRefused(reason string) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
@@ -76,7 +90,7 @@ func (m *Metrics) retryRefused(reason string) {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.drifted, m.oosTaints, m.oosNodes, m.oosUnproven, m.deletionsHeld, m.refused, m.untainted, m.adoptions}
+	return []metrics.Registerable{m.drifted, m.oosTaints, m.oosNodes, m.oosUnproven, m.deletionsHeld, m.refused, m.retries, m.untainted, m.adoptions}
 }
 
 // initialize creates, at 0, the series alert rules read: per configured
@@ -88,6 +102,9 @@ func (m *Metrics) initialize(vcenters []string) {
 	}
 	for _, c := range oosChanges {
 		m.oosTaints.WithLabelValues(c)
+	}
+	for _, v := range retryVias {
+		m.retries.WithLabelValues(v)
 	}
 	for _, vc := range vcenters {
 		m.drifted.WithLabelValues(vc).Set(0)

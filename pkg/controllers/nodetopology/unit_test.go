@@ -433,6 +433,74 @@ func TestRetryWaiting(t *testing.T) {
 	})
 }
 
+// TestRetryInProcess: with the framework's node controller in this
+// process (Options.Retry hands it the Node), a due Node is handed back
+// without any Node write, and counted as such; when Retry cannot (the node
+// controller runs elsewhere), the Node is annotated instead.
+func TestRetryInProcess(t *testing.T) {
+	src := newFakeSource()
+	_, ctx := ktesting.NewTestContext(t)
+	var inProcess atomic.Bool
+	inProcess.Store(true)
+	handed := make(chan string, 10)
+	e := startWith(t, src, nodetopology.Options{Retry: func(n *v1.Node) bool {
+		if !inProcess.Load() {
+			return false
+		}
+		handed <- n.Name
+		return true
+	}}, "done")
+	// Started: the initialized Node is observed.
+	if got := src.next(t); got != "done" {
+		t.Fatalf("observed %s, want done", got)
+	}
+	var patches atomic.Int32
+	e.kube.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		patches.Add(1)
+		return false, nil, nil
+	})
+	taint := []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}
+	for _, name := range []string{"a", "b"} {
+		if _, err := e.kube.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{Taints: taint}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.mu.Lock()
+	src.due["a"] = true
+	src.mu.Unlock()
+	for got := []string(nil); !slices.Equal(got, []string{"a", "b"}); {
+		src.recovered.Notify()
+		got = src.retryPass(t, e.clk)
+	}
+	if got := <-handed; got != "a" {
+		t.Fatalf("handed back %s, want a", got)
+	}
+	if n := patches.Load(); n != 0 {
+		t.Errorf("%d Node patches, want none: the retry needs no write", n)
+	}
+	if v := metricValue(t, e.reg, "vsphere_ccm_node_initialization_retries_total", "informer"); v != "1" {
+		t.Errorf("retries via informer = %q, want 1", v)
+	}
+
+	// The node controller elsewhere: the annotation.
+	inProcess.Store(false)
+	src.mu.Lock()
+	src.due["b"] = true
+	src.mu.Unlock()
+	src.recovered.Notify()
+	src.retryPass(t, e.clk)
+	poll.True(t, "b's retry annotation", func() bool {
+		n, err := e.kube.CoreV1().Nodes().Get(ctx, "b", metav1.GetOptions{})
+		return err == nil && n.Annotations[nodetopology.AnnotationRetry] != ""
+	})
+	if v := metricValue(t, e.reg, "vsphere_ccm_node_initialization_retries_total", "annotation"); v != "1" {
+		t.Errorf("retries via annotation = %q, want 1", v)
+	}
+	if n, err := e.kube.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{}); err != nil || n.Annotations[nodetopology.AnnotationRetry] != "" {
+		t.Errorf("a was annotated: %v %v", err, n.Annotations)
+	}
+}
+
 // TestRetryRefused: a retry annotation the API server refuses for a
 // reason that will not pass (403) is backed off per Node, not tried at
 // every pass, and reported once as an event and a count; once accepted
