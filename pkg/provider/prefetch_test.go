@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -31,8 +32,12 @@ func TestPrefetchFromInformer(t *testing.T) {
 	kube := fake.NewClientset()
 	f := informers.NewSharedInformerFactory(kube, 0)
 	e.p.SetInformers(f)
-	f.Start(e.ctx.Done())
-	t.Cleanup(f.Shutdown)
+	// Its own stop: Shutdown waits for the informers, which the test's
+	// context (ended by a cleanup registered earlier, so run later) would
+	// stop only at its deadline.
+	ctx, cancel := context.WithCancel(e.ctx)
+	f.Start(ctx.Done())
+	t.Cleanup(func() { cancel(); f.Shutdown() })
 
 	tainted := func(vm vcsim.VM) *v1.Node {
 		n := node(vm)
