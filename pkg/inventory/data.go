@@ -126,6 +126,30 @@ func (d *data) index(id *ident) {
 	}
 }
 
+// sharedUUID reports whether id is a VM (not a template) whose BIOS UUID
+// another VM in the index has: lookups of that UUID are ambiguous. A VM
+// that joins or leaves such a UUID is a change of the index, though it is
+// not followed: a clone that keeps its source's UUID must reach the Node
+// of the source at once, not at the next resync.
+func (d *data) sharedUUID(id *ident) bool {
+	return !id.template && d.vmsWithUUID(id.uuid) >= 2
+}
+
+// vmsWithUUID counts the VMs (not templates) with BIOS UUID k, up to 2.
+func (d *data) vmsWithUUID(k uuidKey) int {
+	if k == (uuidKey{}) {
+		return 0
+	}
+	n := 0
+	d.byUUID.visit(k, func(x *ident) bool {
+		if !x.template {
+			n++
+		}
+		return n < 2
+	})
+	return n
+}
+
 func (d *data) unindex(id *ident) {
 	delete(d.unreadable, id.ref)
 	if id.uuid != (uuidKey{}) {
@@ -145,8 +169,10 @@ func (d *data) unindex(id *ident) {
 // applyIdentity applies updates of the filter over every VM and object:
 // identities, names and parents; with o.allDetails, the VMs' details too.
 // It reports whether details, other objects (hosts, clusters and their
-// groups, folders) or, with o.guestIPs, a VM's guest addresses changed,
-// the VMs (not templates) that entered and the VMs that left. Guest
+// groups, folders), a BIOS UUID that two VMs share (one entered, left, or
+// took or gave up the UUID: the lookups of that UUID become ambiguous or
+// answerable again) or, with o.guestIPs, a VM's guest addresses changed,
+// the VMs (not templates) new to the index and the VMs that left. Guest
 // addresses are kept with the identity only with o.guestIPs (with
 // o.allDetails, guest.net arrives here too).
 func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (changed bool, entered, left []string) {
@@ -156,6 +182,7 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 			if u.Kind == types.ObjectUpdateKindLeave {
 				left = append(left, r.Value)
 				if id := d.vms[r.Value]; id != nil {
+					changed = changed || d.sharedUUID(id) // its twins are answerable again
 					d.unindex(id)
 					delete(d.vms, r.Value)
 				}
@@ -166,10 +193,13 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 				continue
 			}
 			id := d.vms[r.Value]
-			if id == nil {
+			isNew := id == nil
+			var was ident // before the update: its UUID and template flag
+			if isNew {
 				id = &ident{ref: r.Value}
 				d.vms[r.Value] = id
 			} else {
+				was = *id
 				d.unindex(id)
 			}
 			ips := id.ips
@@ -183,17 +213,23 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 			// (serving certificates) is retried.
 			changed = changed || (o.guestIPs && !slices.Equal(ips, id.ips))
 			d.index(id)
-			if u.Kind == types.ObjectUpdateKindEnter && !id.template {
+			if isNew || id.uuid != was.uuid || id.template != was.template {
+				// The VM joined a UUID's VMs, or moved from one UUID's to
+				// another's: a change where either is shared. A re-sent
+				// identity (the simulator re-sends a whole view when it
+				// changes) changes nothing.
+				changed = changed || d.sharedUUID(id) || (!isNew && !was.template && d.vmsWithUUID(was.uuid) >= 1)
+			}
+			if isNew && !id.template {
 				entered = append(entered, r.Value)
 			}
 			if o.allDetails {
-				d.applyDetails(u)
-				changed = true
+				changed = d.applyDetails(u) || changed
 			}
 			continue
 		}
-		changed = true
 		if r.Type == "CustomFieldsManager" {
+			changed = true
 			for _, c := range u.ChangeSet {
 				if c.Name == "field" {
 					d.fields = fieldsOf(c.Val)
@@ -203,12 +239,17 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 		}
 		if u.Kind == types.ObjectUpdateKindLeave {
 			delete(d.objects, r)
+			changed = true
 			continue
 		}
 		o := d.objects[r]
+		var was Object
 		if o == nil {
 			o = &Object{Ref: r}
 			d.objects[r] = o
+			changed = true
+		} else {
+			was = *o
 		}
 		for _, c := range u.ChangeSet {
 			switch c.Name {
@@ -220,6 +261,9 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 				o.Groups = clusterGroupsOf(c.Val)
 			}
 		}
+		// A re-sent object (the simulator re-sends a whole view when it
+		// changes) changes nothing.
+		changed = changed || o.Name != was.Name || o.Parent != was.Parent || !reflect.DeepEqual(o.Groups, was.Groups)
 	}
 	return changed, entered, left
 }

@@ -22,6 +22,9 @@ type store struct {
 	changed notify.Notifier // details, identities or objects changed, or a full read was installed
 	// paged is notified after each page of a first full read.
 	paged notify.Notifier
+	// entered is notified when VMs (not templates) entered the scope in
+	// an update, after the first full read.
+	entered notify.Notifier
 }
 
 func newStore() *store { return &store{data: newData()} }

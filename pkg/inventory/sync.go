@@ -229,6 +229,9 @@ func (ix *Index) applyIncrement(set *types.UpdateSet, details types.ManagedObjec
 	ix.interest.forget(res.left...)
 	ix.interest.wantIfEager(res.entered...)
 	ix.status.roundDone()
+	if len(res.entered) > 0 {
+		ix.store.entered.Notify()
+	}
 }
 
 // interruptForInterest ends the long poll under way whenever VMs are

@@ -14,8 +14,8 @@ import (
 // refreshes the gauges; every change that may change an Observation wakes
 // Changed's waiters; an inventory that becomes current also wakes
 // Recovered's (the node-topology controller then asks the framework to
-// retry the Nodes waiting for initialization), and so does each page of
-// its first read.
+// retry the Nodes waiting for initialization), and so do each page of
+// its first read and each VM entering its scope.
 func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inventory.Index) {
 	refresh := func() {
 		if m := p.opts.Metrics; m != nil {
@@ -31,7 +31,7 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 	}
 	// Every channel is held across passes: one taken afresh at each pass
 	// would miss a change that fired while another case was handled.
-	changed, health, synced, paged := ix.Changed(), c.HealthChanged(), ix.Synced(), ix.Paged()
+	changed, health, synced, paged, entered := ix.Changed(), c.HealthChanged(), ix.Synced(), ix.Paged(), ix.Entered()
 	for {
 		select {
 		case <-ctx.Done():
@@ -60,14 +60,22 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 			paged = ix.Paged()
 			p.progress.Add(1)
 			p.recovered.Notify()
+		case <-entered:
+			// A Node whose VM was found nowhere may find it now (its VM
+			// created, or moved into the configured datacenters, after the
+			// Node registered): retried at once, not after the node
+			// controller's back-off.
+			entered = ix.Entered()
+			p.progress.Add(1)
+			p.recovered.Notify()
 		}
 	}
 }
 
 // Recovered returns a channel closed when a vCenter's inventory next
-// becomes current (after its first read, a re-login, an outage), or its
-// first read reads another page, then replaced: Nodes waiting for it can
-// be retried (RetryDue says which).
+// becomes current (after its first read, a re-login, an outage), its
+// first read reads another page, or VMs enter its scope, then replaced:
+// Nodes waiting for it can be retried (RetryDue says which).
 func (p *Provider) Recovered() <-chan struct{} { return p.recovered.C() }
 
 // HasUninitializedTaint reports whether the framework has yet to

@@ -4,8 +4,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
@@ -84,5 +86,45 @@ func TestRetryDue(t *testing.T) {
 	})
 	if got := due(); len(got) != 0 {
 		t.Errorf("due after it stopped waiting: %v, want none", got)
+	}
+}
+
+// TestRetryDueWhenItsVMAppears: a Node whose VM existed nowhere when its
+// initialization failed is due once a VM with its BIOS UUID enters a
+// vCenter's scope (created after the Node registered, or moved into the
+// configured datacenters), not only at the next inventory progress of
+// another kind; its initialization then succeeds.
+func TestRetryDueWhenItsVMAppears(t *testing.T) {
+	e := stretched(t, "", nil)
+	a := e.fleet.VCenter("vc-a")
+	late := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}
+	waiting := []*v1.Node{late}
+	for i := 0; ; i++ {
+		if _, err := e.p.InstanceMetadata(e.ctx, late); err == nil {
+			t.Fatal("InstanceMetadata of a Node whose VM exists nowhere succeeded")
+		}
+		// The start's progress (first reads, tags) may come after the
+		// failure, and makes it due once: failed again until no progress
+		// followed.
+		if len(e.p.RetryDue(waiting)) == 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatal("the inventories never stopped making progress")
+		}
+	}
+	ref, err := a.Clone(e.ctx, a.VMs[0].Ref, "late", absentUUID)
+	must.OK(t, err)
+	poll.True(t, "the Node due once its VM entered vc-a", func() bool { return len(e.p.RetryDue(waiting)) == 1 })
+	// Its guest reports its host name and address once VMware Tools runs.
+	a.SetGuest(ref, "late", []types.GuestNicInfo{{Network: "VM Network", IpAddress: []string{"10.99.0.1"}, Connected: true,
+		DeviceConfigId: 4000, MacAddress: "00:50:56:99:00:01"}})
+	var md *cloudprovider.InstanceMetadata
+	poll.True(t, "InstanceMetadata once its VM exists", func() bool {
+		md, err = e.p.InstanceMetadata(e.ctx, late)
+		return err == nil
+	})
+	if want := "vsphere://" + absentUUID; md.ProviderID != want {
+		t.Errorf("providerID %q, want %q", md.ProviderID, want)
 	}
 }

@@ -41,8 +41,9 @@ type Source interface {
 	// Observation, then replaced.
 	Changed() <-chan struct{}
 	// Recovered is closed when a vCenter's inventory next becomes
-	// current or reads another page of its first read, then replaced:
-	// Nodes waiting for initialization may be retried (RetryDue).
+	// current, reads another page of its first read or sees VMs enter its
+	// scope, then replaced: Nodes waiting for initialization may be
+	// retried (RetryDue).
 	Recovered() <-chan struct{}
 	// RetryDue returns, among the Nodes waiting for initialization,
 	// those whose last initialization failed and whose VM can now be

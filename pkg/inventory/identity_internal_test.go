@@ -1,0 +1,64 @@
+package inventory
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// TestApplyIdentityChanges: what applyIdentity reports as a change and as
+// entering. A VM new to the index enters; it is a change only when it
+// shares its BIOS UUID with another VM (not a template), and so is a VM
+// joining, leaving or moving out of such a UUID. A re-sent identity or
+// object (the simulator re-sends a whole view when it changes) is no
+// change; a new, renamed or removed object is.
+func TestApplyIdentityChanges(t *testing.T) {
+	const a, b, c = "42000000-0000-4000-8000-00000000000a", "42000000-0000-4000-8000-00000000000b", "42000000-0000-4000-8000-00000000000c"
+	vm := func(kind types.ObjectUpdateKind, r string, changes ...types.PropertyChange) types.ObjectUpdate {
+		return types.ObjectUpdate{Kind: kind, Obj: types.ManagedObjectReference{Type: "VirtualMachine", Value: r}, ChangeSet: changes}
+	}
+	ident := func(name, uuid string, template bool) []types.PropertyChange {
+		return []types.PropertyChange{{Name: "name", Val: name}, {Name: "config.uuid", Val: uuid}, {Name: "config.template", Val: template},
+			{Name: "runtime.connectionState", Val: types.VirtualMachineConnectionStateConnected}}
+	}
+	host := func(kind types.ObjectUpdateKind, name string) types.ObjectUpdate {
+		u := types.ObjectUpdate{Kind: kind, Obj: types.ManagedObjectReference{Type: "HostSystem", Value: "host-1"}}
+		if kind != types.ObjectUpdateKindLeave {
+			u.ChangeSet = []types.PropertyChange{{Name: "name", Val: name}, {Name: "parent", Val: types.ManagedObjectReference{Type: "ClusterComputeResource", Value: "domain-c1"}}}
+		}
+		return u
+	}
+	enter, modify, leave := types.ObjectUpdateKindEnter, types.ObjectUpdateKindModify, types.ObjectUpdateKindLeave
+	steps := []struct {
+		name    string
+		update  types.ObjectUpdate
+		changed bool
+		entered []string
+	}{
+		{"a new VM", vm(enter, "vm-1", ident("one", a, false)...), false, []string{"vm-1"}},
+		{"another new VM", vm(enter, "vm-2", ident("two", b, false)...), false, []string{"vm-2"}},
+		{"vm-1 re-sent", vm(enter, "vm-1", ident("one", a, false)...), false, nil},
+		{"a clone keeping vm-1's UUID", vm(enter, "vm-3", ident("three", a, false)...), true, []string{"vm-3"}},
+		{"the clone renamed", vm(modify, "vm-3", types.PropertyChange{Name: "name", Val: "trois"}), false, nil},
+		{"the clone given its own UUID", vm(modify, "vm-3", types.PropertyChange{Name: "config.uuid", Val: c}), true, nil},
+		{"and vm-1's again", vm(modify, "vm-3", types.PropertyChange{Name: "config.uuid", Val: a}), true, nil},
+		{"the clone made a template", vm(modify, "vm-3", types.PropertyChange{Name: "config.template", Val: true}), true, nil},
+		{"the template leaves", vm(leave, "vm-3"), false, nil},
+		{"a template with vm-1's UUID", vm(enter, "vm-4", ident("four", a, true)...), false, nil},
+		{"vm-1 leaves, its UUID not shared", vm(leave, "vm-1"), false, nil},
+		{"a twin of vm-2", vm(enter, "vm-5", ident("five", b, false)...), true, []string{"vm-5"}},
+		{"the twin leaves", vm(leave, "vm-5"), true, nil},
+		{"a new host", host(enter, "esx-1"), true, nil},
+		{"the host re-sent", host(enter, "esx-1"), false, nil},
+		{"the host renamed", host(modify, "esx-one"), true, nil},
+		{"the host removed", host(leave, ""), true, nil},
+	}
+	d := newData()
+	for _, s := range steps {
+		changed, entered, _ := d.applyIdentity([]types.ObjectUpdate{s.update}, specOptions{})
+		if changed != s.changed || !slices.Equal(entered, s.entered) {
+			t.Errorf("%s: changed %v, entered %q; want %v, %q", s.name, changed, entered, s.changed, s.entered)
+		}
+	}
+}
