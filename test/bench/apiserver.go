@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 )
 
 // apiRequests sums the API server's apiserver_request_total by verb and
@@ -19,42 +19,18 @@ func apiRequests(ctx context.Context, kube kubernetes.Interface) (map[string]flo
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
-	return parseAPIRequests(body), nil
+	return parseAPIRequests(body)
 }
 
-// parseAPIRequests is apiRequests' parser of the text exposition format.
-func parseAPIRequests(body []byte) map[string]float64 {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	label := func(line, name string) string {
-		_, v, ok := strings.Cut(line, ","+name+`="`)
-		if !ok {
-			_, v, ok = strings.Cut(line, "{"+name+`="`)
+// parseAPIRequests is apiRequests' reader of the text exposition.
+func parseAPIRequests(body []byte) (map[string]float64, error) {
+	return ccmproc.SumSeries(bytes.NewReader(body), "apiserver_request_total", func(l map[string]string) string {
+		k := l["verb"] + " " + l["resource"]
+		if l["subresource"] != "" {
+			k += "/" + l["subresource"]
 		}
-		if !ok {
-			return ""
-		}
-		v, _, _ = strings.Cut(v, `"`)
-		return v
-	}
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		key := label(line, "verb") + " " + label(line, "resource")
-		if sub := label(line, "subresource"); sub != "" {
-			key += "/" + sub
-		}
-		out[key] += v
-	}
-	return out
+		return k
+	})
 }
 
 // apiWrites returns the writes among requests (after minus before), by

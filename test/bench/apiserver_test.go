@@ -13,9 +13,13 @@ apiserver_request_total{code="409",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="status",verb="PATCH",version="v1"} 3
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="events",scope="namespace",subresource="",verb="POST",version="v1"} 4
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="nodes",scope="cluster",subresource="",verb="LIST",version="v1"} 9
+# TYPE apiserver_request_total_other counter
 apiserver_request_total_other{verb="PATCH",resource="nodes"} 100
 `)
-	got := parseAPIRequests(body)
+	got, err := parseAPIRequests(body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]float64{"PATCH nodes": 9, "PATCH nodes/status": 3, "POST events": 4, "LIST nodes": 9}
 	if !maps.Equal(got, want) {
 		t.Fatalf("parseAPIRequests = %v, want %v", got, want)

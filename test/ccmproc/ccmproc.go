@@ -308,35 +308,12 @@ type Counts struct {
 // ScrapeMethods sums vsphere_ccm_vcenter_requests_total by API and
 // method ("soap WaitForUpdatesEx") from /metrics.
 func (p *Process) ScrapeMethods() (map[string]float64, error) {
-	out := map[string]float64{}
 	res, err := insecure.Get(p.serving + "/metrics")
 	if err != nil {
 		return nil, err
 	}
 	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	label := func(line, name string) string {
-		_, v, ok := strings.Cut(line, name+`="`)
-		if !ok {
-			return ""
-		}
-		v, _, _ = strings.Cut(v, `"`)
-		return v
-	}
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, provider.MetricRequestsTotal+"{") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[label(line, "api")+" "+label(line, "method")] += v
-	}
-	return out, sc.Err()
+	return SumSeries(res.Body, provider.MetricRequestsTotal, func(l map[string]string) string { return l["api"] + " " + l["method"] })
 }
 
 // ScrapeCounts sums vsphere_ccm_vcenter_requests_total by API from /metrics.
