@@ -135,18 +135,22 @@ func (d *data) sharedUUID(id *ident) bool {
 	return !id.template && d.vmsWithUUID(id.uuid) >= 2
 }
 
-// vmsWithUUID counts the VMs (not templates) with BIOS UUID k, up to 2.
+// vmsWithUUID counts the VMs (not templates) with BIOS UUID k in either
+// byte order (a lookup matches both), up to 2.
 func (d *data) vmsWithUUID(k uuidKey) int {
 	if k == (uuidKey{}) {
 		return 0
 	}
 	n := 0
-	d.byUUID.visit(k, func(x *ident) bool {
+	count := func(x *ident) bool {
 		if !x.template {
 			n++
 		}
 		return n < 2
-	})
+	}
+	if d.byUUID.visit(k, count) && k.swap() != k {
+		d.byUUID.visit(k.swap(), count)
+	}
 	return n
 }
 

@@ -49,6 +49,8 @@ func TestApplyIdentityChanges(t *testing.T) {
 		{"vm-1 leaves, its UUID not shared", vm(leave, "vm-1"), false, nil},
 		{"a twin of vm-2", vm(enter, "vm-5", ident("five", b, false)...), true, []string{"vm-5"}},
 		{"the twin leaves", vm(leave, "vm-5"), true, nil},
+		{"a twin of vm-2 in the other byte order", vm(enter, "vm-6", ident("six", SwapUUID(b), false)...), true, []string{"vm-6"}},
+		{"it leaves", vm(leave, "vm-6"), true, nil},
 		{"a new host", host(enter, "esx-1"), true, nil},
 		{"the host re-sent", host(enter, "esx-1"), false, nil},
 		{"the host renamed", host(modify, "esx-one"), true, nil},

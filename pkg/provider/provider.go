@@ -91,9 +91,11 @@ type Provider struct {
 	recovered notify.Notifier // see Recovered
 	failed    failedInits     // see RetryDue
 	// progress counts the inventories' progress (pages of first reads,
-	// reads completed, vCenters current again), before Recovered wakes.
-	progress atomic.Uint64
-	kube     kubernetes.Interface
+	// reads completed, vCenters current again, tags), before Recovered
+	// wakes; arrivals counts VMs new to a vCenter's scope, which help
+	// only the Nodes whose VM they are (RetryDue).
+	progress, arrivals atomic.Uint64
+	kube               kubernetes.Interface
 
 	startMu   sync.Mutex    // serializes Start and Close
 	started   chan struct{} // closed once Start has succeeded: the fields above are set

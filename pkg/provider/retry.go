@@ -10,18 +10,23 @@ import (
 )
 
 // failedInits are the Nodes whose last initialization (InstanceMetadata)
-// failed and that have not been retried since, each with the progress
-// count (Provider.progress) read when its lookup began: the node-topology
-// controller asks the framework to retry them (RetryDue) once the
-// inventories have made progress since and their lookup can be answered,
-// each once per failure. A Node that fails with every vCenter current (its
-// VM exists nowhere) is retried at the next progress, not at every pass.
+// failed and that have not been retried since, each with the counts
+// (Provider.progress and arrivals) read when its lookup began: the
+// node-topology controller asks the framework to retry them (RetryDue)
+// once the inventories have made progress since and their lookup can be
+// answered, or VMs have entered a vCenter's scope since and their lookup
+// now finds a VM, each once per failure. A Node that fails with every
+// vCenter current (its VM exists nowhere) is retried at the next
+// progress, not at every pass, and not for every VM created elsewhere.
 type failedInits struct {
 	mu    sync.Mutex
-	nodes map[string]uint64
+	nodes map[string]mark
 }
 
-func (f *failedInits) set(name string, failed bool, progress uint64) {
+// mark is where the inventories were when a lookup began.
+type mark struct{ progress, arrivals uint64 }
+
+func (f *failedInits) set(name string, failed bool, at mark) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !failed {
@@ -29,22 +34,27 @@ func (f *failedInits) set(name string, failed bool, progress uint64) {
 		return
 	}
 	if f.nodes == nil {
-		f.nodes = map[string]uint64{}
+		f.nodes = map[string]mark{}
 	}
-	f.nodes[name] = progress
+	f.nodes[name] = at
 }
 
-// take removes and returns the Nodes of nodes that failed before progress
-// reached now and for which due is true; it forgets failed Nodes not in
-// nodes (deleted, or no longer waiting).
-func (f *failedInits) take(nodes []*v1.Node, now uint64, due func(*v1.Node) bool) []*v1.Node {
+// take removes and returns the Nodes of nodes that failed before the
+// inventories reached now (progress or arrivals) and for which due is
+// true, told whether there was progress since (or only arrivals); it
+// forgets failed Nodes not in nodes (deleted, or no longer waiting).
+func (f *failedInits) take(nodes []*v1.Node, now mark, due func(n *v1.Node, progressed bool) bool) []*v1.Node {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	present := make(map[string]bool, len(nodes))
 	var out []*v1.Node
 	for _, n := range nodes {
 		present[n.Name] = true
-		if at, failed := f.nodes[n.Name]; failed && at < now && due(n) {
+		at, failed := f.nodes[n.Name]
+		if !failed || (at.progress >= now.progress && at.arrivals >= now.arrivals) {
+			continue
+		}
+		if due(n, at.progress < now.progress) {
 			delete(f.nodes, n.Name)
 			out = append(out, n)
 		}
@@ -58,28 +68,57 @@ func (f *failedInits) take(nodes []*v1.Node, now uint64, due func(*v1.Node) bool
 }
 
 // initFailed records the outcome of an initialization whose lookup began
-// at progress count at. A failure during which the inventories made
-// progress wakes Recovered's waiters: the progress it missed may be what
-// it waited for (a page with its VM that arrived while it failed).
-func (p *Provider) initFailed(name string, failed bool, at uint64) {
+// at at. A failure during which the inventories made progress or VMs
+// arrived wakes Recovered's waiters: what it missed may be what it waited
+// for (a page with its VM that arrived while it failed).
+func (p *Provider) initFailed(name string, failed bool, at mark) {
 	p.failed.set(name, failed, at)
-	if failed && p.progress.Load() != at {
+	if failed && (p.progress.Load() != at.progress || p.arrivals.Load() != at.arrivals) {
 		p.recovered.Notify()
 	}
 }
 
 // RetryDue returns, among waiting (the Nodes that still carry the
-// framework's uninitialized taint), those whose initialization failed,
-// whose inventories made progress since (a page of a first read, a read
-// completed, a vCenter back) and whose lookup can now be answered
-// without waiting for an inventory (inventory.Peek). It makes no
+// framework's uninitialized taint), those whose initialization failed and
+// since which either the inventories made progress (a page of a first
+// read, a read completed, a vCenter back, tags) and their lookup can now
+// be answered without waiting for an inventory (inventory.Peek), or VMs
+// entered a vCenter's scope and their lookup now finds a VM. It makes no
 // request. Each failure is returned once: a Node returned is returned
 // again only after it fails again.
 func (p *Provider) RetryDue(waiting []*v1.Node) []*v1.Node {
 	if !p.ready() {
 		return nil
 	}
-	return p.failed.take(waiting, p.progress.Load(), p.answerable)
+	now := mark{progress: p.progress.Load(), arrivals: p.arrivals.Load()}
+	return p.failed.take(waiting, now, func(n *v1.Node, progressed bool) bool {
+		if progressed {
+			return p.answerable(n)
+		}
+		return p.finds(n)
+	})
+}
+
+// finds reports whether node's lookup would now find a VM, not only
+// settle a miss: all that a VM entering a vCenter's scope can change.
+func (p *Provider) finds(node *v1.Node) bool {
+	if id := node.Spec.ProviderID; id != "" {
+		uuid, err := providerid.UUID(id)
+		if err != nil {
+			return false
+		}
+		found, _ := p.inv.Peek(config.LookupUUID, uuid)
+		return found
+	}
+	for m, value := range p.lookups(node) {
+		if value == "" {
+			continue
+		}
+		if found, _ := p.inv.Peek(m, value); found {
+			return true
+		}
+	}
+	return false
 }
 
 // answerable reports whether node's lookup (findVM's methods, in order)

@@ -23,18 +23,27 @@ func TestInitFailedWakesWhenProgressWasMissed(t *testing.T) {
 		}
 	}
 
+	now := func() mark { return mark{progress: p.progress.Load(), arrivals: p.arrivals.Load()} }
 	ch := p.recovered.C()
-	p.initFailed("quiet", true, p.progress.Load())
-	p.initFailed("ok", false, p.progress.Load())
+	p.initFailed("quiet", true, now())
+	p.initFailed("ok", false, now())
 	if closed(ch) {
 		t.Error("Recovered woken by a failure without progress during its lookup")
 	}
 
-	at := p.progress.Load()
+	at := now()
 	p.progress.Add(1) // a page arrived while the lookup failed
 	p.initFailed("missed", true, at)
 	if !closed(ch) {
 		t.Error("Recovered not woken by a failure that missed progress")
+	}
+
+	ch = p.recovered.C()
+	at = now()
+	p.arrivals.Add(1) // a VM entered a vCenter's scope meanwhile
+	p.initFailed("missed arrival", true, at)
+	if !closed(ch) {
+		t.Error("Recovered not woken by a failure that missed an arrival")
 	}
 }
 
@@ -46,12 +55,13 @@ func TestFailedInitsTake(t *testing.T) {
 	var f failedInits
 	node := func(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 	a, b, c, d := node("a"), node("b"), node("c"), node("d")
-	f.set("a", true, 1)
-	f.set("b", true, 2)
-	f.set("c", true, 1)
-	f.set("c", false, 1) // succeeded since
-	f.set("d", true, 1)
-	yes := func(*v1.Node) bool { return true }
+	at := func(progress uint64) mark { return mark{progress: progress} }
+	f.set("a", true, at(1))
+	f.set("b", true, at(2))
+	f.set("c", true, at(1))
+	f.set("c", false, at(1)) // succeeded since
+	f.set("d", true, at(1))
+	yes := func(*v1.Node, bool) bool { return true }
 	names := func(ns []*v1.Node) (out []string) {
 		for _, n := range ns {
 			out = append(out, n.Name)
@@ -59,18 +69,29 @@ func TestFailedInitsTake(t *testing.T) {
 		return out
 	}
 
-	if got := names(f.take([]*v1.Node{a, b, c, d}, 1, yes)); len(got) != 0 {
+	if got := names(f.take([]*v1.Node{a, b, c, d}, at(1), yes)); len(got) != 0 {
 		t.Errorf("no progress since any failure: %v", got)
 	}
-	if got := names(f.take([]*v1.Node{a, b, c, d}, 2, func(n *v1.Node) bool { return n.Name != "d" })); len(got) != 1 || got[0] != "a" {
+	if got := names(f.take([]*v1.Node{a, b, c, d}, at(2), func(n *v1.Node, _ bool) bool { return n.Name != "d" })); len(got) != 1 || got[0] != "a" {
 		t.Errorf("progress 2: %v, want [a] (b failed at 2, c succeeded, d not answerable)", got)
 	}
-	if got := names(f.take([]*v1.Node{a, b, d}, 3, yes)); len(got) != 2 || got[0] != "b" || got[1] != "d" {
+	if got := names(f.take([]*v1.Node{a, b, d}, at(3), yes)); len(got) != 2 || got[0] != "b" || got[1] != "d" {
 		t.Errorf("progress 3: %v, want [b d] (a was returned already)", got)
 	}
-	f.set("gone", true, 1)
-	f.take([]*v1.Node{a}, 1, yes)
-	if got := names(f.take([]*v1.Node{node("gone")}, 5, yes)); len(got) != 0 {
+	f.set("gone", true, at(1))
+	f.take([]*v1.Node{a}, at(1), yes)
+	if got := names(f.take([]*v1.Node{node("gone")}, at(5), yes)); len(got) != 0 {
 		t.Errorf("a Node forgotten when no longer waiting was returned: %v", got)
+	}
+
+	// Arrivals alone: due is told there was no progress, and decides.
+	f.set("e", true, mark{progress: 3, arrivals: 1})
+	var told []bool
+	got := names(f.take([]*v1.Node{node("e")}, mark{progress: 3, arrivals: 2}, func(_ *v1.Node, progressed bool) bool {
+		told = append(told, progressed)
+		return false
+	}))
+	if len(got) != 0 || len(told) != 1 || told[0] {
+		t.Errorf("an arrival only: returned %v, due told %v; want none returned, due told [false]", got, told)
 	}
 }

@@ -113,6 +113,8 @@ func TestRetryDueWhenItsVMAppears(t *testing.T) {
 			t.Fatal("the inventories never stopped making progress")
 		}
 	}
+	// (That another VM entering does not make it due is TestFailedInitsTake's
+	// and finds'; here the start's own progress could not be told apart.)
 	ref, err := a.Clone(e.ctx, a.VMs[0].Ref, "late", absentUUID)
 	must.OK(t, err)
 	poll.True(t, "the Node due once its VM entered vc-a", func() bool { return len(e.p.RetryDue(waiting)) == 1 })

@@ -13,6 +13,8 @@
 // an update, which queues the Node at once. Before, the CCM wrote an
 // annotation on the Node for this (one Node write per retry, which the API
 // server, etcd and every Node watcher paid); that annotation remains the
-// fallback when no handler was registered here (the framework's node
-// controller runs in another process).
+// fallback should no handler be kept (a framework that registers its
+// handler otherwise). A node controller in another process is no case
+// for it: the failed initializations the node-topology controller retries
+// are recorded by the node controller's own calls into this provider.
 package noderetry

@@ -101,9 +101,8 @@ type Options struct {
 	AdoptUntainted bool
 	// Retry hands a Node waiting for initialization back to the
 	// framework's node controller in this process, without a request
-	// (noderetry.Tee.Retry), and reports whether it could. Nil, or false:
-	// the retry annotation is written instead (the node controller runs
-	// elsewhere).
+	// (noderetry.Tee.Retry), and reports whether it could. Nil, or false
+	// (its handler was not kept): the retry annotation is written instead.
 	Retry func(*v1.Node) bool
 }
 
@@ -376,9 +375,9 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 }
 
 // AnnotationRetry is set on a Node that waits for initialization when a
-// vCenter becomes usable again, if the framework's node controller does
-// not run in this process (Options.Retry cannot hand it the Node). The
-// change makes that node controller retry the Node at once: after failures
+// vCenter becomes usable again, only if Options.Retry cannot hand it to
+// the framework's node controller (a safety net: its handler not kept).
+// The change makes the node controller retry the Node at once: after failures
 // its work queue backs off exponentially (up to 1000 s), so without it a
 // Node could wait many minutes after its vCenter returned.
 const AnnotationRetry = "vsphere.vsphere-ccm.io/retry-requested"
@@ -387,9 +386,8 @@ const AnnotationRetry = "vsphere.vsphere-ccm.io/retry-requested"
 // that still wait for initialization (they carry the framework's
 // uninitialized taint) and that the provider says are due (RetryDue: their
 // initialization failed, and their VM can now be looked up), so that it
-// retries them at once: through Options.Retry when that node controller
-// runs in this process (no Node write), else by annotating them (it reacts
-// to Node updates). A Node not tried yet, or still waiting for a vCenter,
+// retries them at once: through Options.Retry (no Node write), else by
+// annotating them (it reacts to Node updates). A Node not tried yet, or still waiting for a vCenter,
 // is not handed back.
 func (c *Controller) retryWaiting(ctx context.Context, unsent map[string]bool) {
 	log := klog.FromContext(ctx)

@@ -12,8 +12,7 @@
 // can be looked up (their vCenter returned, or the page of its first read
 // with their VM arrived): handed back to the framework's node controller
 // in this process (Options.Retry, pkg/controllers/noderetry) without a
-// write, or through the retry annotation when that controller runs
-// elsewhere.
+// write, or, should that not be possible, through the retry annotation.
 // It asks the provider only what the provider alone can answer (its
 // Source: Observe, Power, ConfirmPoweredOff, InScope, RetryDue and two
 // change notifications, none with effects but RetryDue's record of what

@@ -43,7 +43,8 @@ type Notices interface {
 	// Changed is closed at the next inventory change, then replaced.
 	Changed() <-chan struct{}
 	// Recovered is closed when a vCenter's inventory next becomes
-	// current, then replaced.
+	// current (or reads a page of its first read, or sees VMs enter its
+	// scope), then replaced.
 	Recovered() <-chan struct{}
 }
 
