@@ -135,21 +135,19 @@ func (d *data) sharedUUID(id *ident) bool {
 	return !id.template && d.vmsWithUUID(id.uuid) >= 2
 }
 
-// vmsWithUUID counts the VMs (not templates) with BIOS UUID k in either
-// byte order (a lookup matches both), up to 2.
+// vmsWithUUID counts the VMs (not templates) that a lookup of BIOS UUID k
+// finds (either byte order), up to 2.
 func (d *data) vmsWithUUID(k uuidKey) int {
 	if k == (uuidKey{}) {
 		return 0
 	}
 	n := 0
-	count := func(x *ident) bool {
-		if !x.template {
-			n++
+	for id := range k.lookup().each(d) {
+		if !id.template {
+			if n++; n == 2 {
+				break
+			}
 		}
-		return n < 2
-	}
-	if d.byUUID.visit(k, count) && k.swap() != k {
-		d.byUUID.visit(k.swap(), count)
 	}
 	return n
 }
@@ -198,12 +196,13 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 			}
 			id := d.vms[r.Value]
 			isNew := id == nil
-			var was ident // before the update: its UUID and template flag
+			var wasUUID uuidKey // before the update
+			var wasTemplate bool
 			if isNew {
 				id = &ident{ref: r.Value}
 				d.vms[r.Value] = id
 			} else {
-				was = *id
+				wasUUID, wasTemplate = id.uuid, id.template
 				d.unindex(id)
 			}
 			ips := id.ips
@@ -217,12 +216,12 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 			// (serving certificates) is retried.
 			changed = changed || (o.guestIPs && !slices.Equal(ips, id.ips))
 			d.index(id)
-			if isNew || id.uuid != was.uuid || id.template != was.template {
+			if isNew || id.uuid != wasUUID || id.template != wasTemplate {
 				// The VM joined a UUID's VMs, or moved from one UUID's to
 				// another's: a change where either is shared. A re-sent
 				// identity (the simulator re-sends a whole view when it
 				// changes) changes nothing.
-				changed = changed || d.sharedUUID(id) || (!isNew && !was.template && d.vmsWithUUID(was.uuid) >= 1)
+				changed = changed || d.sharedUUID(id) || (!isNew && !wasTemplate && d.vmsWithUUID(wasUUID) >= 1)
 			}
 			if isNew && !id.template {
 				entered = append(entered, r.Value)

@@ -321,6 +321,16 @@ type lookupKey struct {
 	name, host    string
 }
 
+// lookup is the key of a lookup by k: k, and its byte-swapped form if
+// different (a lookup matches both).
+func (k uuidKey) lookup() lookupKey {
+	lk := lookupKey{uuid: k}
+	if sw := k.swap(); sw != k {
+		lk.swapped = sw
+	}
+	return lk
+}
+
 // vms are the idents of d with key k that are VMs, not templates: what
 // a lookup finds, and what Peek says it would find (one filter for both).
 func (k lookupKey) vms(d *data) []*ident {

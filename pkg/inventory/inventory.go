@@ -237,11 +237,7 @@ func uuidLookup(uuid string) (lookupKey, error) {
 	if !ok {
 		return lookupKey{}, fmt.Errorf("%q is not a UUID", uuid)
 	}
-	lk := lookupKey{uuid: k}
-	if sw := k.swap(); sw != k {
-		lk.swapped = sw
-	}
-	return lk, nil
+	return k.lookup(), nil
 }
 
 // uuidStrings are the UUIDs of a lookup by UUID as vCenter writes them

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"iter"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -91,30 +92,24 @@ func (p *Provider) RetryDue(waiting []*v1.Node) []*v1.Node {
 		return nil
 	}
 	now := mark{progress: p.progress.Load(), arrivals: p.arrivals.Load()}
-	return p.failed.take(waiting, now, func(n *v1.Node, progressed bool) bool {
-		if progressed {
-			return p.answerable(n)
-		}
-		return p.finds(n)
-	})
+	return p.failed.take(waiting, now, p.due)
+}
+
+// due reports whether a failed Node is worth retrying now: after
+// progress, when its lookup can be answered; after arrivals only, when
+// it now finds a VM (a VM that entered elsewhere settles nothing new).
+func (p *Provider) due(n *v1.Node, progressed bool) bool {
+	if progressed {
+		return p.answerable(n)
+	}
+	return p.finds(n)
 }
 
 // finds reports whether node's lookup would now find a VM, not only
 // settle a miss: all that a VM entering a vCenter's scope can change.
 func (p *Provider) finds(node *v1.Node) bool {
-	if id := node.Spec.ProviderID; id != "" {
-		uuid, err := providerid.UUID(id)
-		if err != nil {
-			return false
-		}
-		found, _ := p.inv.Peek(config.LookupUUID, uuid)
-		return found
-	}
-	for m, value := range p.lookups(node) {
-		if value == "" {
-			continue
-		}
-		if found, _ := p.inv.Peek(m, value); found {
+	for found := range p.peeks(node) {
+		if found {
 			return true
 		}
 	}
@@ -126,21 +121,9 @@ func (p *Provider) finds(node *v1.Node) bool {
 // inventory progress can help (another provider's providerID, no method
 // that can search yet) is not: it would be retried at every page.
 func (p *Provider) answerable(node *v1.Node) bool {
-	if id := node.Spec.ProviderID; id != "" {
-		uuid, err := providerid.UUID(id)
-		if err != nil {
-			return false
-		}
-		found, settled := p.inv.Peek(config.LookupUUID, uuid)
-		return found || settled
-	}
 	searched := false
-	for m, value := range p.lookups(node) {
-		if value == "" {
-			continue // no systemUUID yet
-		}
+	for found, settled := range p.peeks(node) {
 		searched = true
-		found, settled := p.inv.Peek(m, value)
 		switch {
 		case found:
 			return true
@@ -149,4 +132,25 @@ func (p *Provider) answerable(node *v1.Node) bool {
 		}
 	}
 	return searched
+}
+
+// peeks yields what inventory.Peek says now of each lookup findVM would
+// make for node, in its order: the UUID of its providerID when set (then
+// the only lookup), else each method of nodes.lookupOrder that has a
+// value (none for the systemUUID before the kubelet reports it). It makes
+// no request.
+func (p *Provider) peeks(node *v1.Node) iter.Seq2[bool, bool] {
+	return func(yield func(found, settled bool) bool) {
+		if id := node.Spec.ProviderID; id != "" {
+			if uuid, err := providerid.UUID(id); err == nil {
+				yield(p.inv.Peek(config.LookupUUID, uuid))
+			}
+			return
+		}
+		for m, value := range p.lookups(node) {
+			if value != "" && !yield(p.inv.Peek(m, value)) {
+				return
+			}
+		}
+	}
 }

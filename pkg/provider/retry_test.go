@@ -130,3 +130,34 @@ func TestRetryDueWhenItsVMAppears(t *testing.T) {
 		t.Errorf("providerID %q, want %q", md.ProviderID, want)
 	}
 }
+
+// TestRetryDueDecides: after inventory progress, a failed Node is due
+// when its lookup can be answered, found or settled; after VMs entered a
+// vCenter's scope and nothing else, only when its lookup now finds a VM:
+// a Node whose VM exists nowhere is not retried at every VM created
+// elsewhere. A Node no lookup of this provider can answer (another
+// cloud's providerID) is never due.
+func TestRetryDueDecides(t *testing.T) {
+	e := stretched(t, "", nil)
+	a, b := e.fleet.VCenter("vc-a"), e.fleet.VCenter("vc-b")
+	withID := func(name, id string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: id}}
+	}
+	for _, c := range []struct {
+		node                     *v1.Node
+		afterProgress, afterOnly bool // due after progress; after arrivals only
+	}{
+		{node(a.VMs[0]), true, true},
+		{withID("by-id", "vsphere://"+b.VMs[1].UUID), true, true},
+		{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"}, Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}, true, false},
+		{withID("gone", "vsphere://"+absentUUID), true, false},
+		{withID("foreign", "aws:///us-east-1a/i-0123456789abcdef0"), false, false},
+	} {
+		if got := e.p.Due(c.node, true); got != c.afterProgress {
+			t.Errorf("%s after progress: due %v, want %v", c.node.Name, got, c.afterProgress)
+		}
+		if got := e.p.Due(c.node, false); got != c.afterOnly {
+			t.Errorf("%s after arrivals only: due %v, want %v", c.node.Name, got, c.afterOnly)
+		}
+	}
+}
