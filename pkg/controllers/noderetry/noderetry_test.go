@@ -46,8 +46,11 @@ func TestRetryQueuesTheNode(t *testing.T) {
 	var answer atomic.Bool
 	cloud := &fakecloud.Cloud{EnableInstancesV2: true,
 		OverrideInstanceMetadata: func(_ context.Context, n *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+			// Decided before the call is reported: the test sets the next
+			// answer as soon as it sees this one.
+			answering := answer.Load()
 			calls <- n.Name
-			if !answer.Load() {
+			if !answering {
 				return nil, nil
 			}
 			return &cloudprovider.InstanceMetadata{ProviderID: "vsphere://4200", Zone: "zone-a", Region: "region-1"}, nil
