@@ -41,7 +41,7 @@ func newData() *data {
 // applied is what an update set changed in the data.
 type applied struct {
 	changed  bool     // details, identities or objects
-	entered  []string // VMs that entered the scope
+	findable []string // VMs that became findable (see findKeys)
 	left     []string // VMs that left it
 	detailed []string // VMs whose details were updated (changed or not)
 }
@@ -60,7 +60,7 @@ func (d *data) apply(set *types.UpdateSet, details ref, o specOptions) applied {
 		}
 		c, e, l := d.applyIdentity(fs.ObjectSet, o)
 		res.changed = res.changed || c
-		res.entered = append(res.entered, e...)
+		res.findable = append(res.findable, e...)
 		res.left = append(res.left, l...)
 	}
 	return res
@@ -174,10 +174,10 @@ func (d *data) unindex(id *ident) {
 // groups, folders), a BIOS UUID that two VMs share (one entered, left, or
 // took or gave up the UUID: the lookups of that UUID become ambiguous or
 // answerable again) or, with o.guestIPs, a VM's guest addresses changed,
-// the VMs (not templates) new to the index and the VMs that left. Guest
+// the VMs that became findable (see findKeys) and the VMs that left. Guest
 // addresses are kept with the identity only with o.guestIPs (with
 // o.allDetails, guest.net arrives here too).
-func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (changed bool, entered, left []string) {
+func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (changed bool, findable, left []string) {
 	for _, u := range updates {
 		r := u.Obj
 		if r.Type == "VirtualMachine" {
@@ -196,13 +196,12 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 			}
 			id := d.vms[r.Value]
 			isNew := id == nil
-			var wasUUID uuidKey // before the update
-			var wasTemplate bool
+			var was findKeys // before the update
 			if isNew {
 				id = &ident{ref: r.Value}
 				d.vms[r.Value] = id
 			} else {
-				wasUUID, wasTemplate = id.uuid, id.template
+				was = id.keys()
 				d.unindex(id)
 			}
 			ips := id.ips
@@ -216,15 +215,16 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 			// (serving certificates) is retried.
 			changed = changed || (o.guestIPs && !slices.Equal(ips, id.ips))
 			d.index(id)
-			if isNew || id.uuid != wasUUID || id.template != wasTemplate {
+			now := id.keys()
+			if isNew || now.uuid != was.uuid || now.template != was.template {
 				// The VM joined a UUID's VMs, or moved from one UUID's to
 				// another's: a change where either is shared. A re-sent
 				// identity (the simulator re-sends a whole view when it
 				// changes) changes nothing.
-				changed = changed || d.sharedUUID(id) || (!isNew && !wasTemplate && d.vmsWithUUID(wasUUID) >= 1)
+				changed = changed || d.sharedUUID(id) || (!isNew && !was.template && d.vmsWithUUID(was.uuid) >= 1)
 			}
-			if isNew && !id.template {
-				entered = append(entered, r.Value)
+			if !now.template && (isNew || now != was) {
+				findable = append(findable, r.Value)
 			}
 			if o.allDetails {
 				changed = d.applyDetails(u) || changed
@@ -268,7 +268,7 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 		// changes) changes nothing.
 		changed = changed || o.Name != was.Name || o.Parent != was.Parent || !reflect.DeepEqual(o.Groups, was.Groups)
 	}
-	return changed, entered, left
+	return changed, findable, left
 }
 
 // keepRead keeps the details of VM r read directly (props), unless the

@@ -26,6 +26,22 @@ type ident struct {
 	lost bool
 }
 
+// findKeys are what lookups find a VM by, and whether they may (a
+// template is never found). A VM becomes findable when it enters the
+// scope, or when any of them changes while it is not a template: a
+// template converted to a VM, a BIOS UUID that becomes readable or is
+// changed, a rename, a new guest host name. A Node whose lookup found no
+// VM may find one then.
+type findKeys struct {
+	uuid       uuidKey
+	name, host string
+	template   bool
+}
+
+func (id *ident) keys() findKeys {
+	return findKeys{uuid: id.uuid, name: id.name, host: id.host, template: id.template}
+}
+
 // Unreadable reasons: why a VM's identity cannot be read.
 const (
 	// UnreadableNoUUID: the VM has no BIOS UUID (config unset, as vSphere

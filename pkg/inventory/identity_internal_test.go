@@ -8,9 +8,11 @@ import (
 )
 
 // TestApplyIdentityChanges: what applyIdentity reports as a change and as
-// entering. A VM new to the index enters; it is a change only when it
-// shares its BIOS UUID with another VM (not a template), and so is a VM
-// joining, leaving or moving out of such a UUID. A re-sent identity or
+// findable. A VM new to the index is findable, and so is a VM (not a
+// template) whose BIOS UUID or name changed, or a template made a VM; a
+// new VM is a change only when it shares its BIOS UUID with another VM
+// (not a template), and so is a VM joining, leaving or moving out of such
+// a UUID. A re-sent identity or
 // object (the simulator re-sends a whole view when it changes) is no
 // change; a new, renamed or removed object is.
 func TestApplyIdentityChanges(t *testing.T) {
@@ -31,22 +33,27 @@ func TestApplyIdentityChanges(t *testing.T) {
 	}
 	enter, modify, leave := types.ObjectUpdateKindEnter, types.ObjectUpdateKindModify, types.ObjectUpdateKindLeave
 	steps := []struct {
-		name    string
-		update  types.ObjectUpdate
-		changed bool
-		entered []string
+		name     string
+		update   types.ObjectUpdate
+		changed  bool
+		findable []string
 	}{
 		{"a new VM", vm(enter, "vm-1", ident("one", a, false)...), false, []string{"vm-1"}},
 		{"another new VM", vm(enter, "vm-2", ident("two", b, false)...), false, []string{"vm-2"}},
 		{"vm-1 re-sent", vm(enter, "vm-1", ident("one", a, false)...), false, nil},
 		{"a clone keeping vm-1's UUID", vm(enter, "vm-3", ident("three", a, false)...), true, []string{"vm-3"}},
-		{"the clone renamed", vm(modify, "vm-3", types.PropertyChange{Name: "name", Val: "trois"}), false, nil},
-		{"the clone given its own UUID", vm(modify, "vm-3", types.PropertyChange{Name: "config.uuid", Val: c}), true, nil},
-		{"and vm-1's again", vm(modify, "vm-3", types.PropertyChange{Name: "config.uuid", Val: a}), true, nil},
+		{"the clone renamed", vm(modify, "vm-3", types.PropertyChange{Name: "name", Val: "trois"}), false, []string{"vm-3"}},
+		{"the clone renamed, re-sent", vm(modify, "vm-3", types.PropertyChange{Name: "name", Val: "trois"}), false, nil},
+		{"the clone given its own UUID", vm(modify, "vm-3", types.PropertyChange{Name: "config.uuid", Val: c}), true, []string{"vm-3"}},
+		{"and vm-1's again", vm(modify, "vm-3", types.PropertyChange{Name: "config.uuid", Val: a}), true, []string{"vm-3"}},
 		{"the clone made a template", vm(modify, "vm-3", types.PropertyChange{Name: "config.template", Val: true}), true, nil},
 		{"the template leaves", vm(leave, "vm-3"), false, nil},
 		{"a template with vm-1's UUID", vm(enter, "vm-4", ident("four", a, true)...), false, nil},
 		{"vm-1 leaves, its UUID not shared", vm(leave, "vm-1"), false, nil},
+		{"the template renamed", vm(modify, "vm-4", types.PropertyChange{Name: "name", Val: "vier"}), false, nil},
+		{"the template made a VM", vm(modify, "vm-4", types.PropertyChange{Name: "config.template", Val: false}), false, []string{"vm-4"}},
+		{"a VM whose UUID becomes readable", vm(enter, "vm-7", ident("seven", "", false)...), false, []string{"vm-7"}},
+		{"its UUID read", vm(modify, "vm-7", types.PropertyChange{Name: "config.uuid", Val: c}), false, []string{"vm-7"}},
 		{"a twin of vm-2", vm(enter, "vm-5", ident("five", b, false)...), true, []string{"vm-5"}},
 		{"the twin leaves", vm(leave, "vm-5"), true, nil},
 		{"a twin of vm-2 in the other byte order", vm(enter, "vm-6", ident("six", SwapUUID(b), false)...), true, []string{"vm-6"}},
@@ -58,9 +65,9 @@ func TestApplyIdentityChanges(t *testing.T) {
 	}
 	d := newData()
 	for _, s := range steps {
-		changed, entered, _ := d.applyIdentity([]types.ObjectUpdate{s.update}, specOptions{})
-		if changed != s.changed || !slices.Equal(entered, s.entered) {
-			t.Errorf("%s: changed %v, entered %q; want %v, %q", s.name, changed, entered, s.changed, s.entered)
+		changed, findable, _ := d.applyIdentity([]types.ObjectUpdate{s.update}, specOptions{})
+		if changed != s.changed || !slices.Equal(findable, s.findable) {
+			t.Errorf("%s: changed %v, findable %q; want %v, %q", s.name, changed, findable, s.changed, s.findable)
 		}
 	}
 }

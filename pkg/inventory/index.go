@@ -422,14 +422,15 @@ func (ix *Index) searchedOnMiss() bool { return ix.searchable() && !ix.pagesArri
 // directly (but within the budget).
 func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving(ix.pageTimeout) }
 
-// Entered returns a channel closed when VMs (not templates) next enter
-// the scope after the first full read (created, moved or registered into
-// it), then replaced: a Node whose VM was found nowhere may find it now.
-// An entering VM is no change of its identity (Changed) unless it shares
-// its BIOS UUID with another VM: a new VM is not a Node's VM until a
-// lookup asks for it (where every VM's details are followed, its details
-// are a change when they arrive).
-func (ix *Index) Entered() <-chan struct{} { return ix.store.entered.C() }
+// Findable returns a channel closed when VMs next become findable after
+// the first full read, then replaced: VMs (not templates) that entered the
+// scope (created, moved or registered into it), or whose BIOS UUID, name
+// or guest host name changed, or templates converted to VMs. A Node whose
+// VM was found nowhere may find it now. Becoming findable is no change of
+// the index (Changed) unless the VM shares its BIOS UUID with another VM:
+// a new VM is not a Node's VM until a lookup asks for it (where every
+// VM's details are followed, its details are a change when they arrive).
+func (ix *Index) Findable() <-chan struct{} { return ix.store.findable.C() }
 
 // Paged returns a channel closed after the next page of the index's
 // first full read, then replaced: lookups that missed may now find their

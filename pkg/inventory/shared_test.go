@@ -34,15 +34,15 @@ func TestSharedUUIDIsAChange(t *testing.T) {
 
 	// A first clone: once it is announced, the full read's own
 	// notifications are past, and the index is quiet.
-	entered := ix.Entered()
+	entered := ix.Findable()
 	_, err := vc.Clone(e.ctx, src.Ref, "first-clone", "")
 	must.OK(t, err)
-	poll.True(t, "Entered fired for the first clone", func() bool { return fired(entered) })
+	poll.True(t, "Findable fired for the first clone", func() bool { return fired(entered) })
 
-	changed, entered := ix.Changed(), ix.Entered()
+	changed, entered := ix.Changed(), ix.Findable()
 	_, err = vc.Clone(e.ctx, src.Ref, "fresh-clone", "")
 	must.OK(t, err)
-	poll.True(t, "Entered fired for the new VM", func() bool { return fired(entered) })
+	poll.True(t, "Findable fired for the new VM", func() bool { return fired(entered) })
 	// Sync point: the update that announced it was applied before
 	// Entered fired, and a change would have fired Changed first.
 	if fired(changed) {

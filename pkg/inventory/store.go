@@ -22,9 +22,9 @@ type store struct {
 	changed notify.Notifier // details, identities or objects changed, or a full read was installed
 	// paged is notified after each page of a first full read.
 	paged notify.Notifier
-	// entered is notified when VMs (not templates) entered the scope in
+	// findable is notified when VMs became findable (see findKeys) in
 	// an update, after the first full read.
-	entered notify.Notifier
+	findable notify.Notifier
 }
 
 func newStore() *store { return &store{data: newData()} }

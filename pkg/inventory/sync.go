@@ -213,7 +213,7 @@ func (ix *Index) installFullRead(ctx context.Context, d *data) {
 
 // applyIncrement applies updates to the index's data and the interest:
 // VMs that left the scope are no longer followed; in eager mode, VMs that
-// entered it are.
+// became findable (entered it, or templates made VMs) are.
 func (ix *Index) applyIncrement(set *types.UpdateSet, details types.ManagedObjectReference) {
 	var res applied
 	ix.store.write(func(d *data) bool {
@@ -227,10 +227,10 @@ func (ix *Index) applyIncrement(set *types.UpdateSet, details types.ManagedObjec
 		return res.changed
 	})
 	ix.interest.forget(res.left...)
-	ix.interest.wantIfEager(res.entered...)
+	ix.interest.wantIfEager(res.findable...)
 	ix.status.roundDone()
-	if len(res.entered) > 0 {
-		ix.store.entered.Notify()
+	if len(res.findable) > 0 {
+		ix.store.findable.Notify()
 	}
 }
 

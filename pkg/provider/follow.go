@@ -31,7 +31,7 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 	}
 	// Every channel is held across passes: one taken afresh at each pass
 	// would miss a change that fired while another case was handled.
-	changed, health, synced, paged, entered := ix.Changed(), c.HealthChanged(), ix.Synced(), ix.Paged(), ix.Entered()
+	changed, health, synced, paged, findable := ix.Changed(), c.HealthChanged(), ix.Synced(), ix.Paged(), ix.Findable()
 	for {
 		select {
 		case <-ctx.Done():
@@ -60,12 +60,12 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 			paged = ix.Paged()
 			p.progress.Add(1)
 			p.recovered.Notify()
-		case <-entered:
+		case <-findable:
 			// A Node whose VM was found nowhere may find it now (its VM
 			// created, or moved into the configured datacenters, after the
-			// Node registered): retried at once, not after the node
-			// controller's back-off.
-			entered = ix.Entered()
+			// Node registered; a template made a VM; a VM renamed):
+			// retried at once, not after the node controller's back-off.
+			findable = ix.Findable()
 			p.arrivals.Add(1)
 			p.recovered.Notify()
 		}

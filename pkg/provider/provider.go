@@ -92,8 +92,9 @@ type Provider struct {
 	failed    failedInits     // see RetryDue
 	// progress counts the inventories' progress (pages of first reads,
 	// reads completed, vCenters current again, tags), before Recovered
-	// wakes; arrivals counts VMs new to a vCenter's scope, which help
-	// only the Nodes whose VM they are (RetryDue).
+	// wakes; arrivals counts the times VMs became findable in a vCenter
+	// (inventory.Index.Findable), which help only the Nodes whose VM
+	// they are (RetryDue).
 	progress, arrivals atomic.Uint64
 	kube               kubernetes.Interface
 

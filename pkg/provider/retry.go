@@ -15,8 +15,9 @@ import (
 // (Provider.progress and arrivals) read when its lookup began: the
 // node-topology controller asks the framework to retry them (RetryDue)
 // once the inventories have made progress since and their lookup can be
-// answered, or VMs have entered a vCenter's scope since and their lookup
-// now finds a VM, each once per failure. A Node that fails with every
+// answered, or VMs have become findable in a vCenter since (entered its
+// scope, templates made VMs, renamed: inventory.Index.Findable) and their
+// lookup now finds a VM, each once per failure. A Node that fails with every
 // vCenter current (its VM exists nowhere) is retried at the next
 // progress, not at every pass, and not for every VM created elsewhere.
 type failedInits struct {
@@ -84,7 +85,7 @@ func (p *Provider) initFailed(name string, failed bool, at mark) {
 // since which either the inventories made progress (a page of a first
 // read, a read completed, a vCenter back, tags) and their lookup can now
 // be answered without waiting for an inventory (inventory.Peek), or VMs
-// entered a vCenter's scope and their lookup now finds a VM. It makes no
+// became findable in a vCenter and their lookup now finds a VM. It makes no
 // request. Each failure is returned once: a Node returned is returned
 // again only after it fails again.
 func (p *Provider) RetryDue(waiting []*v1.Node) []*v1.Node {
@@ -97,7 +98,8 @@ func (p *Provider) RetryDue(waiting []*v1.Node) []*v1.Node {
 
 // due reports whether a failed Node is worth retrying now: after
 // progress, when its lookup can be answered; after arrivals only, when
-// it now finds a VM (a VM that entered elsewhere settles nothing new).
+// it now finds a VM (a VM that became findable elsewhere settles nothing
+// new).
 func (p *Provider) due(n *v1.Node, progressed bool) bool {
 	if progressed {
 		return p.answerable(n)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,20 +100,7 @@ func TestRetryDueWhenItsVMAppears(t *testing.T) {
 	a := e.fleet.VCenter("vc-a")
 	late := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}
 	waiting := []*v1.Node{late}
-	for i := 0; ; i++ {
-		if _, err := e.p.InstanceMetadata(e.ctx, late); err == nil {
-			t.Fatal("InstanceMetadata of a Node whose VM exists nowhere succeeded")
-		}
-		// The start's progress (first reads, tags) may come after the
-		// failure, and makes it due once: failed again until no progress
-		// followed.
-		if len(e.p.RetryDue(waiting)) == 0 {
-			break
-		}
-		if i == 100 {
-			t.Fatal("the inventories never stopped making progress")
-		}
-	}
+	failQuietly(t, e, late)
 	// (That another VM entering does not make it due is TestFailedInitsTake's
 	// and finds'; here the start's own progress could not be told apart.)
 	ref, err := a.Clone(e.ctx, a.VMs[0].Ref, "late", absentUUID)
@@ -159,5 +147,69 @@ func TestRetryDueDecides(t *testing.T) {
 		if got := e.p.Due(c.node, false); got != c.afterOnly {
 			t.Errorf("%s after arrivals only: due %v, want %v", c.node.Name, got, c.afterOnly)
 		}
+	}
+}
+
+// failQuietly fails node's initialization (its VM is found nowhere) until
+// no inventory progress followed the failure: the start's progress (first
+// reads, tags) may come after it, and make it due once.
+func failQuietly(t *testing.T, e *env, node *v1.Node) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if _, err := e.p.InstanceMetadata(e.ctx, node); err == nil {
+			t.Fatalf("InstanceMetadata of %s succeeded; its VM should be found nowhere", node.Name)
+		}
+		if len(e.p.RetryDue([]*v1.Node{node})) == 0 {
+			return
+		}
+		if i == 100 {
+			t.Fatal("the inventories never stopped making progress")
+		}
+	}
+}
+
+// TestRetryDueWhenItsVMBecomesFindable: a Node whose VM could not be
+// found when its initialization failed is due as soon as its vCenter
+// reports a VM it now finds, though no VM entered the scope: a template
+// made a VM again, a VM renamed to the Node's name (nodes.lookupOrder
+// ends with vmName). Not after the next resync, or the node
+// controller's back-off. Its initialization then succeeds.
+func TestRetryDueWhenItsVMBecomesFindable(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		hide   func(a *vcsim.VCenter, vm vcsim.VM) *v1.Node // makes vm unfindable for the Node it returns
+		reveal func(e *env, a *vcsim.VCenter, vm vcsim.VM)
+	}{
+		{"template made a VM",
+			func(a *vcsim.VCenter, vm vcsim.VM) *v1.Node { a.SetTemplate(vm.Ref, true); return node(vm) },
+			func(_ *env, a *vcsim.VCenter, vm vcsim.VM) { a.SetTemplate(vm.Ref, false) }},
+		{"VM renamed to the Node's name",
+			func(*vcsim.VCenter, vcsim.VM) *v1.Node {
+				return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "renamed"}, Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}
+			},
+			func(e *env, a *vcsim.VCenter, vm vcsim.VM) {
+				task, err := object.NewVirtualMachine(a.Admin(), vm.Ref).Rename(e.ctx, "renamed")
+				must.OK(t, err)
+				must.OK(t, task.Wait(e.ctx))
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := stretched(t, "", nil)
+			a := e.fleet.VCenter("vc-a")
+			vm := a.VMs[1]
+			n := c.hide(a, vm)
+			poll.True(t, "the VM not found", func() bool {
+				_, err := e.p.InstanceMetadata(e.ctx, n)
+				return err != nil
+			})
+			failQuietly(t, e, n)
+			c.reveal(e, a, vm)
+			poll.True(t, "the Node due once its VM is findable", func() bool { return len(e.p.RetryDue([]*v1.Node{n})) == 1 })
+			md, err := e.p.InstanceMetadata(e.ctx, n)
+			must.OK(t, err)
+			if want := "vsphere://" + vm.UUID; md.ProviderID != want {
+				t.Errorf("providerID %q, want %q", md.ProviderID, want)
+			}
+		})
 	}
 }

@@ -46,6 +46,7 @@ func (h *harness) waitSession(t *testing.T, want bool) {
 // vCenter, in both orders, without a restart; the orderly order costs no
 // rejected login, the other exactly one.
 func TestCredentialRotation(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	c := h.startCCM()
 	a := h.fleet.VCenter("vc-a")
@@ -91,6 +92,7 @@ func TestCredentialRotation(t *testing.T) {
 // at once: the CCM logs its vc-a sessions out and does not initialize
 // vc-a's Nodes; putting them back restores vc-a without a restart.
 func TestSecretKeyRemoved(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	c := h.startCCM()
 	a := h.fleet.VCenter("vc-a")
@@ -120,6 +122,7 @@ func TestSecretKeyRemoved(t *testing.T) {
 // TestSessionExpired: a session the vCenter ended is replaced invisibly;
 // a Node that needs vc-b right after is initialized.
 func TestSessionExpired(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.startCCM()
 	b := h.fleet.VCenter("vc-b")

@@ -3,7 +3,9 @@
 // Package e2e runs the real CCM binary against a real kube-apiserver and
 // etcd (built by hack/build-control-plane.sh) and three simulated vCenters.
 // Every test builds its own control plane and vCenters, so one failure
-// does not hide the others.
+// does not hide the others, and runs in parallel with the others (as many
+// at once as go test's -parallel, GOMAXPROCS by default): most of a test's
+// time is spent waiting on its processes.
 //
 //	make e2e
 package e2e

@@ -26,6 +26,7 @@ import (
 // the verbosity cannot be raised at run time (no /debug/flags/v, even when
 // profiling is asked for and the path is allowed to anyone).
 func TestNodesInitialized(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	c := h.startCCM("--v=10", "--profiling=true", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/flags/v")
 	h.registerAll(t)
@@ -53,6 +54,7 @@ func TestNodesInitialized(t *testing.T) {
 // so it is not this provider's to delete, and it is kept, as the reference
 // keeps it.
 func TestGhostNode(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	c := h.startCCM()
 	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, "ghost-node", "4299FFFF-0000-4000-8000-000000000000"))
@@ -75,6 +77,7 @@ func TestGhostNode(t *testing.T) {
 // TestPowerOff: a powered-off VM's Node gets the shutdown taint and loses
 // it when the VM is back and the kubelet reports Ready.
 func TestPowerOff(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.startCCM()
 	b := h.fleet.VCenter("vc-b")
@@ -113,6 +116,7 @@ func TestPowerOff(t *testing.T) {
 // TestDestroyedVM: the Node of a destroyed VM is deleted (absence proven
 // by BIOS UUID in every vCenter).
 func TestDestroyedVM(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.startCCM()
 	c := h.fleet.VCenter("vc-c")
@@ -144,6 +148,7 @@ func destroy(t *testing.T, h *harness, v *vcsim.VCenter, vm vcsim.VM) {
 // it), the binary keeps the Node of a destroyed VM: the lifecycle
 // controller asks about it again and again, and it stays.
 func TestSkipNodeDeletion(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.ccmEnv = []string{"SKIP_NODE_DELETION=true"}
 	ccm := h.startCCM()
@@ -175,6 +180,7 @@ func TestSkipNodeDeletion(t *testing.T) {
 // vCenter), the second never is (not this provider's Node; a miss by name
 // is no proof).
 func TestAbsenceNeedsProof(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	b := h.fleet.VCenter("vc-b")
 	must.OK(t, b.SetMode(vcsim.Down))

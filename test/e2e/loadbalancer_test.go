@@ -30,6 +30,7 @@ const metalLB = "go.universe.tf/metallb@v0.14.9"
 // site: the zone labels from vSphere decide which Nodes answer for which
 // addresses.
 func TestLoadBalancerRecipes(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.startCCM()
 	h.registerAll(t)

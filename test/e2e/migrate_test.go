@@ -85,6 +85,7 @@ type preflightReport struct {
 // labels at initialization, the placement labels of labels.placement kept
 // current on every Node). Nothing is written to the Nodes.
 func TestMigrationPreflight(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.labelsTail = "  placement: [host]\n"
 	h.writeConfig(nil)

@@ -29,6 +29,7 @@ func TestCredentialModes(t *testing.T) { testCredentialModes(t, "--v=2") }
 func TestCredentialModesVerbose(t *testing.T) { testCredentialModes(t, "--v=10") }
 
 func testCredentialModes(t *testing.T, verbosity string) {
+	t.Parallel()
 	h := setup(t)
 	a, b, c := h.fleet.VCenter("vc-a"), h.fleet.VCenter("vc-b"), h.fleet.VCenter("vc-c")
 	now := time.Now()
@@ -122,6 +123,7 @@ func testCredentialModes(t *testing.T, verbosity string) {
 // and a Node registered at the end is initialized with its zone (tags read
 // on the renewed vAPI session).
 func TestCertificateTokenLifetimes(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	const lifetime = 30 * time.Second
 	now := time.Now()

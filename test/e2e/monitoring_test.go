@@ -76,6 +76,7 @@ func (h *harness) installCRDs(t *testing.T, module string, files ...string) {
 // Prometheus Operator's CRDs installed (server-side dry run: the CRDs'
 // schemas validate the ServiceMonitor and PrometheusRule).
 func TestMonitoringObjects(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.installMonitoringCRDs(t)
 	objs := h.helmManifests("kube-system", "--set", "metrics.serviceMonitor.enabled=true",

@@ -17,6 +17,7 @@ import (
 // route controller, as a reference deployment may (--controllers=*,-route):
 // known here, and not run.
 func TestNodeLabelsFlag(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.registerAll(t)
 	vms := h.fleet.VMs()

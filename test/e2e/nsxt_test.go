@@ -52,6 +52,7 @@ func (h *harness) iniConfig() string {
 // balancer served and the Nodes it routed, and blocks until
 // --acknowledge-nsxt.
 func TestNSXTSectionsYAML(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.configTail = h.nsxtSections(t, "yaml", "nsxt:")
 	h.writeConfig(nil)
@@ -60,6 +61,7 @@ func TestNSXTSectionsYAML(t *testing.T) {
 
 // TestNSXTSectionsINI: the same in the legacy INI format.
 func TestNSXTSectionsINI(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	h.cfgPath = filepath.Join(h.work, "vsphere.conf")
 	must.OK(t, os.WriteFile(h.cfgPath, []byte(h.iniConfig()+h.nsxtSections(t, "conf", "[NSXT]")), 0o600))

@@ -23,6 +23,7 @@ import (
 // writing them). The figures are printed; make bench holds the timing
 // goals.
 func TestSiteDownAtStart(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	b, c := h.fleet.VCenter("vc-b"), h.fleet.VCenter("vc-c")
 	must.OK(t, b.SetMode(vcsim.Down))
@@ -56,6 +57,7 @@ func TestSiteDownAtStart(t *testing.T) {
 // lookup error counter), nothing is deleted, the other vCenters keep
 // initializing Nodes, and vc-a's new Node is initialized once it returns.
 func TestOutageDeletesNothing(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	c := h.startCCM()
 	a, b := h.fleet.VCenter("vc-a"), h.fleet.VCenter("vc-b")
@@ -93,6 +95,7 @@ func TestOutageDeletesNothing(t *testing.T) {
 // unusable (its Nodes get an event naming the caFile), the others work;
 // once the file appears, vc-b connects without a restart.
 func TestBadCAFile(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	b := h.fleet.VCenter("vc-b")
 	missing := filepath.Join(h.work, "vc-b-ca.pem")

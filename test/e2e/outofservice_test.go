@@ -162,6 +162,7 @@ func (h *harness) attachedTo() (map[string]bool, error) {
 // on, the taint is removed. Each step's time from the power-off is logged
 // and written to docs/operations.md.
 func TestOutOfServiceRecovers(t *testing.T) {
+	t.Parallel()
 	h, _, vms := startOutOfService(t, outOfServiceConfig(5*time.Second, 5*time.Second))
 	actx, stop := context.WithCancel(h.ctx)
 	var wg sync.WaitGroup
@@ -297,6 +298,7 @@ func TestOutOfServiceRecovers(t *testing.T) {
 // notReadyFor, and adds the taint only once the vCenter is back and
 // proves the VM off again.
 func TestOutOfServiceNotDuringOutage(t *testing.T) {
+	t.Parallel()
 	h, c, vms := startOutOfService(t, outOfServiceConfig(30*time.Second, 5*time.Second))
 	vm := vms[0]
 	a := h.fleet.VCenter("vc-a")

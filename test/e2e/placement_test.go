@@ -24,6 +24,7 @@ import (
 // is moved to the other host: the CCM patches its Node's host label within
 // seconds and the scheduler places the Pod there.
 func TestHostSpreadFollowsVMotion(t *testing.T) {
+	t.Parallel()
 	h := setupFleet(t, vcsim.Spec{Name: "vc-a", Datacenters: []string{"dc-1"}, Hosts: 2, VMs: 2})
 	h.labelsTail = "  placement: [host, cluster]\n"
 	h.writeConfig(nil)

@@ -37,6 +37,7 @@ func (h *harness) replaceConfig(t *testing.T, text string) {
 // Restarted, as the kubelet restarts a container, a replica takes the lease
 // at once and initializes Nodes with the new config.
 func TestConfigReload(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	pod, err := h.kube.CoreV1().Pods("kube-system").Create(h.ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-ccm-0"},
 		Spec: v1.PodSpec{ServiceAccountName: "vsphere-cloud-controller-manager", AutomountServiceAccountToken: new(false), Containers: []v1.Container{{Name: "ccm", Image: "ccm"}}}}, metav1.CreateOptions{})

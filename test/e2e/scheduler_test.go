@@ -71,6 +71,7 @@ func deployment(name string, replicas int32, spec v1.PodSpec) *appsv1.Deployment
 // PersistentVolume is bound to zone-b lands there; a Deployment pinned to
 // the secondary site (zone-b) lands only on its Nodes.
 func TestSchedulerUsesZones(t *testing.T) {
+	t.Parallel()
 	h, s := setupStretched(t)
 	must.OK(t, h.cp.StartScheduling(h.ctx, built.controlPlane))
 	h.startCCM()

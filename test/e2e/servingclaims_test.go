@@ -34,6 +34,7 @@ var claimsFleet = []vcsim.Spec{
 // untouched Node is approved by the CCM and signed by the real
 // kube-controller-manager in the same run.
 func TestServingCertificatesGuestClaims(t *testing.T) {
+	t.Parallel()
 	h := setupFleet(t, claimsFleet...)
 	h.configTail = `nodes:
   servingCertificates:

@@ -266,6 +266,7 @@ func (h *harness) approvedWithSANs(t *testing.T, name string, r servingRequest) 
 // every adversarial case, each a subtest, is denied or left waiting, never
 // approved: the bypasses known approvers let through.
 func TestServingCertificates(t *testing.T) {
+	t.Parallel()
 	h := setupServing(t, true)
 	c := h.startCCM()
 	h.registerAll(t)
@@ -539,6 +540,7 @@ func (h *harness) csrExplain(t *testing.T, names ...string) (int, string) {
 // the CCM leaves kubelet serving requests to other approvers, and needs
 // no RBAC on them.
 func TestServingCertificatesOff(t *testing.T) {
+	t.Parallel()
 	h := setupServing(t, false)
 	c := h.startCCM()
 	h.registerAll(t)

@@ -83,6 +83,7 @@ func (h *harness) waitLabels(t *testing.T, vm vcsim.VM, zone, region string) {
 // to the other site's VM group makes its Node drift (TopologyDrift, gauge)
 // and keeps its label; Nodes of other vCenters keep their tags.
 func TestStretchedClusterHostGroups(t *testing.T) {
+	t.Parallel()
 	h, s := setupStretched(t)
 	a := h.fleet.VCenter("vc-a")
 	c := h.startCCM()
@@ -154,6 +155,7 @@ func TestStretchedClusterHostGroups(t *testing.T) {
 // one event; the framework's node controller (which copies a beta label
 // over its GA one) then leaves the labels alone over three status passes.
 func TestRelabelSticks(t *testing.T) {
+	t.Parallel()
 	h, s := setupStretched(t)
 	h.labelsTail = "  onDrift: relabel\n"
 	h.writeConfig(nil)
@@ -251,6 +253,7 @@ func (h *harness) nodeWritesBy(t *testing.T) map[string]int {
 // site and a DRS group change are reported within 30 s, by the
 // node-topology controller, with no node status pass in between.
 func TestTopologySeenWithoutStatusPass(t *testing.T) {
+	t.Parallel()
 	h, s := setupStretched(t)
 	a := h.fleet.VCenter("vc-a")
 	c := h.startCCM("--node-status-update-frequency=5m")

@@ -34,6 +34,7 @@ import (
 // 10 s passes; SWITCH_EVERY=10s runs the ten minutes); a Node registered
 // after the switch gets what the reference's own code answers for it.
 func TestSwitchFromReference(t *testing.T) {
+	t.Parallel()
 	h := setupFleet(t, vcsim.Spec{Name: "vc-a", Clusters: 2, Hosts: 2, VMs: 3}, vcsim.Spec{Name: "vc-b", Hosts: 2, VMs: 3})
 	refCCM, err := refwire.Build(h.ctx, h.root, "k8s.io/cloud-provider-vsphere/cmd/vsphere-cloud-controller-manager", t.TempDir(), "reference-ccm")
 	must.OK(t, err)
@@ -52,15 +53,14 @@ func TestSwitchFromReference(t *testing.T) {
 			v.Name, v.Host, v.Port, v.CAFile, v.User, v.Password)
 	}
 	must.OK(t, os.WriteFile(h.cfgPath, []byte(cfg.String()), 0o600))
-	// The reference refuses two IP families without its feature gate.
-	t.Setenv("ENABLE_ALPHA_DUAL_STACK", "true")
 
 	before, late := vms[:len(vms)-1], vms[len(vms)-1]
 	for _, vm := range before {
 		h.register(t, vm, false)
 	}
-	ref, err := ccmproc.Start(h.cp, refCCM, h.cfgPath, filepath.Join(h.work, "reference.log"),
-		ccmproc.Flags("--cloud-provider=vsphere", "--node-status-update-frequency=1s"))
+	// The reference refuses two IP families without its feature gate.
+	ref, err := ccmproc.StartEnv(h.cp, refCCM, h.cfgPath, filepath.Join(h.work, "reference.log"),
+		ccmproc.Flags("--cloud-provider=vsphere", "--node-status-update-frequency=1s"), []string{"ENABLE_ALPHA_DUAL_STACK=true"})
 	must.OK(t, err)
 	t.Cleanup(ref.Stop)
 	initializedByRef := func(n *v1.Node) bool { return n.Spec.ProviderID != "" && !hasTaint(n, controlplane.UninitializedTaint) }

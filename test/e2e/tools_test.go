@@ -19,6 +19,7 @@ import (
 // field path and a suggestion. A key written with a value is named; one
 // named like a password is not (a secret glued to its key can be one).
 func TestConfigMistake(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	bad := filepath.Join(h.work, "bad.yaml")
 	must.OK(t, os.WriteFile(bad, []byte("global:\n  port: 443\nvcenter:\n  x:\n    server: vc.example.com\n    insecureFlg: true\n    pasword: Zq9-secret\n"), 0o600))
@@ -41,6 +42,7 @@ func TestConfigMistake(t *testing.T) {
 
 // TestHelmChart: the chart renders manifests the API server accepts.
 func TestHelmChart(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	objs := h.helmManifests("kube-system")
 	if len(objs) < 10 {
@@ -57,6 +59,7 @@ func TestHelmChart(t *testing.T) {
 // TestTopologyExplain: the subcommand reads the Secret through a
 // kubeconfig and explains one node.
 func TestTopologyExplain(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	vm := h.fleet.VCenter("vc-a").VMs[0]
 	h.register(t, vm, true)
@@ -79,6 +82,7 @@ func TestTopologyExplain(t *testing.T) {
 // show every vCenter, the requests by method and the caches, and no
 // password.
 func TestHealthAndMetrics(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	c := h.startCCM()
 	h.registerAll(t)

@@ -31,6 +31,7 @@ import (
 // controller initializes it like a new Node: providerID, zone, region,
 // addresses; a NodeAdopted event and the counter record it.
 func TestJoinedWithoutTaint(t *testing.T) {
+	t.Parallel()
 	h := setup(t)
 	vms := h.fleet.VMs()
 	normal, bare := vms[0], vms[1]

@@ -517,6 +517,16 @@ func (v *VCenter) SetUUID(vm types.ManagedObjectReference, uuid string) {
 	})
 }
 
+// SetTemplate marks a VM as a template or a VM again, as vCenter reports
+// it (the simulator's MarkAsTemplate and MarkAsVirtualMachine do not
+// notify property collectors of it).
+func (v *VCenter) SetTemplate(vm types.ManagedObjectReference, template bool) {
+	v.Model.Map().AtomicUpdate(v.Model.Service.Context, v.Model.Map().Get(vm), []types.PropertyChange{
+		{Name: "config.template", Val: template},
+		{Name: "summary.config.template", Val: template},
+	})
+}
+
 // SetConnectionState sets a VM's runtime.connectionState, as vCenter
 // reports it for a VM whose files or host cannot be reached
 // (inaccessible, orphaned, invalid, disconnected).

@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 		retries: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_initialization_retries_total",
 			Help: "Nodes waiting for initialization whose last attempt failed and whose VM can now be looked up, handed back to the framework's node controller, by how: " +
 				"informer (queued in this process, no Node write) or annotation (the retry annotation written on the Node: only if the node controller's handler could not be kept). " +
-				"Due after a vCenter back, a page of a first read, tags, or a VM entering a vCenter's scope that the Node's lookup now finds.",
+				"Due after a vCenter back, a page of a first read, tags, or a VM the Node's lookup now finds (entering a vCenter's scope, a template made a VM, a rename).",
 			StabilityLevel: metrics.ALPHA}, []string{"via"}),
 		untainted: metrics.NewGauge(&metrics.GaugeOpts{Namespace: namespace, Name: "nodes_joined_without_taint",
 			Help: "Nodes without a providerID that joined without the node.cloudprovider.kubernetes.io/uninitialized taint, and whose VM is found: no CCM initializes them " +
