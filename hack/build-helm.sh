@@ -9,6 +9,11 @@ bin=${TOOLS_CACHE:-$repo/.cache/tools}/helm-$HELM_VERSION/bin
 if [[ ! -x $bin/helm ]]; then
 	echo "building helm $HELM_VERSION (first time only) ..." >&2
 	mkdir -p "$bin"
-	GOBIN=$bin CGO_ENABLED=0 go install -trimpath "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+	# Installed beside, then renamed: two builds at once (parallel tests)
+	# never leave a half-written helm where the other would run it.
+	tmp=$(mktemp -d "$bin/.build.XXXXXX")
+	GOBIN=$tmp CGO_ENABLED=0 go install -trimpath "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+	mv "$tmp/helm" "$bin/helm"
+	rmdir "$tmp"
 fi
 echo "$bin/helm"

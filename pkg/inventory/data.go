@@ -44,6 +44,10 @@ type applied struct {
 	findable []string // VMs that became findable (see findKeys)
 	left     []string // VMs that left it
 	detailed []string // VMs whose details were updated (changed or not)
+	// uuids are the BIOS UUIDs that a VM (not a template) joined or left:
+	// where another vCenter has a VM with one of them, its lookups became
+	// ambiguous or answerable again (see Index.sharedElsewhere).
+	uuids []uuidKey
 }
 
 // apply applies an update set: the filter details's updates to the
@@ -58,10 +62,11 @@ func (d *data) apply(set *types.UpdateSet, details ref, o specOptions) applied {
 			}
 			continue
 		}
-		c, e, l := d.applyIdentity(fs.ObjectSet, o)
-		res.changed = res.changed || c
-		res.findable = append(res.findable, e...)
-		res.left = append(res.left, l...)
+		id := d.applyIdentity(fs.ObjectSet, o)
+		res.changed = res.changed || id.changed
+		res.findable = append(res.findable, id.findable...)
+		res.left = append(res.left, id.left...)
+		res.uuids = append(res.uuids, id.uuids...)
 	}
 	return res
 }
@@ -174,10 +179,16 @@ func (d *data) unindex(id *ident) {
 // groups, folders), a BIOS UUID that two VMs share (one entered, left, or
 // took or gave up the UUID: the lookups of that UUID become ambiguous or
 // answerable again) or, with o.guestIPs, a VM's guest addresses changed,
-// the VMs that became findable (see findKeys) and the VMs that left. Guest
+// the VMs that became findable (see findKeys), the VMs that left and the
+// UUIDs VMs joined or left (its detailed is empty). Guest
 // addresses are kept with the identity only with o.guestIPs (with
 // o.allDetails, guest.net arrives here too).
-func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (changed bool, findable, left []string) {
+func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) applied {
+	var (
+		changed        bool
+		findable, left []string
+		uuids          []uuidKey
+	)
 	for _, u := range updates {
 		r := u.Obj
 		if r.Type == "VirtualMachine" {
@@ -185,6 +196,9 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 				left = append(left, r.Value)
 				if id := d.vms[r.Value]; id != nil {
 					changed = changed || d.sharedUUID(id) // its twins are answerable again
+					if !id.template && id.uuid != (uuidKey{}) {
+						uuids = append(uuids, id.uuid)
+					}
 					d.unindex(id)
 					delete(d.vms, r.Value)
 				}
@@ -216,14 +230,21 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 			changed = changed || (o.guestIPs && !slices.Equal(ips, id.ips))
 			d.index(id)
 			now := id.keys()
-			if isNew || now.uuid != was.uuid || now.template != was.template {
+			// The other byte order is the same UUID to lookups.
+			movedUUID := now.uuid != was.uuid && now.uuid != was.uuid.swap()
+			if isNew || movedUUID || now.template != was.template {
 				// The VM joined a UUID's VMs, or moved from one UUID's to
 				// another's: a change where either is shared. A re-sent
 				// identity (the simulator re-sends a whole view when it
 				// changes) changes nothing.
 				changed = changed || d.sharedUUID(id) || (!isNew && !was.template && d.vmsWithUUID(was.uuid) >= 1)
+				for _, k := range []findKeys{was, now} {
+					if !k.template && k.uuid != (uuidKey{}) {
+						uuids = append(uuids, k.uuid)
+					}
+				}
 			}
-			if !now.template && (isNew || now != was) {
+			if now.gained(was) {
 				findable = append(findable, r.Value)
 			}
 			if o.allDetails {
@@ -268,7 +289,7 @@ func (d *data) applyIdentity(updates []types.ObjectUpdate, o specOptions) (chang
 		// changes) changes nothing.
 		changed = changed || o.Name != was.Name || o.Parent != was.Parent || !reflect.DeepEqual(o.Groups, was.Groups)
 	}
-	return changed, findable, left
+	return applied{changed: changed, findable: findable, left: left, uuids: uuids}
 }
 
 // keepRead keeps the details of VM r read directly (props), unless the
@@ -325,7 +346,11 @@ func applyIdent(id *ident, c types.PropertyChange) {
 		s, _ := c.Val.(string)
 		id.uuid, _ = parseUUID(s)
 	case "config.template":
-		id.template, _ = c.Val.(bool)
+		// Unset with the rest of config when the VM's files cannot be
+		// reached: a template stays one.
+		if b, ok := c.Val.(bool); ok {
+			id.template = b
+		}
 	case "guest.hostName":
 		s, _ := c.Val.(string)
 		id.host = strings.ToLower(s)

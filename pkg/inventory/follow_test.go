@@ -134,3 +134,22 @@ func TestListViewEnterIsNoChange(t *testing.T) {
 		t.Errorf("after the change: %+v, %v; want powered off", got, ok)
 	}
 }
+
+// TestEagerFollowsATemplateMadeAVM: where every VM's details are followed
+// (a vCenter of at most EagerDetailsMax VMs), a template is not, and once
+// it is made a VM it is, without any lookup asking for it: its details
+// arrive with the collector's updates.
+func TestEagerFollowsATemplateMadeAVM(t *testing.T) {
+	e := setup(t)
+	vc := e.fleet.VCenter("vc-a")
+	tmpl, other := vc.VMs[0], vc.VMs[1]
+	vc.SetTemplate(tmpl.Ref, true)
+	inv := newInventory(t, e, inventory.Options{MaxWait: time.Second, StaleAfter: time.Hour, FollowInterval: time.Millisecond})
+	ix := inv.Index("vc-a")
+	poll.True(t, "the details of a VM followed", func() bool { _, ok := ix.VM(other.Ref); return ok })
+	if _, ok := ix.VM(tmpl.Ref); ok {
+		t.Fatal("a template's details are followed")
+	}
+	vc.SetTemplate(tmpl.Ref, false)
+	poll.True(t, "the details of the template made a VM followed", func() bool { _, ok := ix.VM(tmpl.Ref); return ok })
+}

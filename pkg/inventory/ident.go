@@ -27,11 +27,7 @@ type ident struct {
 }
 
 // findKeys are what lookups find a VM by, and whether they may (a
-// template is never found). A VM becomes findable when it enters the
-// scope, or when any of them changes while it is not a template: a
-// template converted to a VM, a BIOS UUID that becomes readable or is
-// changed, a rename, a new guest host name. A Node whose lookup found no
-// VM may find one then.
+// template is never found).
 type findKeys struct {
 	uuid       uuidKey
 	name, host string
@@ -40,6 +36,25 @@ type findKeys struct {
 
 func (id *ident) keys() findKeys {
 	return findKeys{uuid: id.uuid, name: id.name, host: id.host, template: id.template}
+}
+
+// gained reports whether a VM with keys now (not a template) has a key it
+// did not have with was: a lookup that found nothing may find it now. A VM
+// new to the scope (was is zero) gains its name; a template made a VM
+// gains all its keys. A key lost (a guest host name cleared when VMware
+// Tools stops, a BIOS UUID unset when the VM's files cannot be reached) or
+// the same UUID in the other byte order (lookups match both) gains
+// nothing.
+func (now findKeys) gained(was findKeys) bool {
+	switch {
+	case now.template:
+		return false
+	case was.template:
+		return true
+	}
+	return now.uuid != (uuidKey{}) && now.uuid != was.uuid && now.uuid != was.uuid.swap() ||
+		now.name != "" && now.name != was.name ||
+		now.host != "" && now.host != was.host
 }
 
 // Unreadable reasons: why a VM's identity cannot be read.

@@ -56,6 +56,9 @@ type Index struct {
 	store    *store
 	status   *syncStatus
 	interest *interest
+	// siblings are the indexes of the inventory, this one included: set
+	// once by New, read only after (see sharedElsewhere).
+	siblings []*Index
 
 	// scopeNames are the names of the configured datacenters as vCenter
 	// resolved them (a datacenter may be configured by name, inventory path
@@ -424,12 +427,13 @@ func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving(ix.pageTi
 
 // Findable returns a channel closed when VMs next become findable after
 // the first full read, then replaced: VMs (not templates) that entered the
-// scope (created, moved or registered into it), or whose BIOS UUID, name
-// or guest host name changed, or templates converted to VMs. A Node whose
-// VM was found nowhere may find it now. Becoming findable is no change of
-// the index (Changed) unless the VM shares its BIOS UUID with another VM:
-// a new VM is not a Node's VM until a lookup asks for it (where every
-// VM's details are followed, its details are a change when they arrive).
+// scope (created, moved or registered into it) or gained a BIOS UUID, a
+// name or a guest host name, and templates made VMs (see findKeys.gained).
+// A Node whose VM was found nowhere may find it now. Becoming findable is
+// no change of the index's identities (Changed) unless the VM shares its
+// BIOS UUID with another VM: a new VM is not a Node's VM until a lookup
+// asks for it. Its details are a change where they are followed (every
+// VM's, in a vCenter of at most EagerDetailsMax VMs, or a Node's).
 func (ix *Index) Findable() <-chan struct{} { return ix.store.findable.C() }
 
 // Paged returns a channel closed after the next page of the index's

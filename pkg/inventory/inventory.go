@@ -165,6 +165,9 @@ func New(clients []Client, opts Options) *Inventory {
 	for _, c := range clients {
 		inv.indexes = append(inv.indexes, NewIndex(c, opts))
 	}
+	for _, ix := range inv.indexes {
+		ix.siblings = inv.indexes
+	}
 	return inv
 }
 

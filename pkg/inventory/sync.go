@@ -229,9 +229,44 @@ func (ix *Index) applyIncrement(set *types.UpdateSet, details types.ManagedObjec
 	ix.interest.forget(res.left...)
 	ix.interest.wantIfEager(res.findable...)
 	ix.status.roundDone()
+	if !res.changed && ix.sharedElsewhere(res.uuids) {
+		ix.store.changed.Notify()
+	}
 	if len(res.findable) > 0 {
 		ix.store.findable.Notify()
 	}
+}
+
+// sharedElsewhere reports whether another vCenter's index has a VM (not a
+// template) with one of uuids (either byte order): a VM that joined or
+// left one of them here made that VM's lookups ambiguous, or answerable
+// again. The copy of a VM in another vCenter that keeps its BIOS UUID (a
+// restored or replicated copy, a cross-vCenter clone) is then a change at
+// once, as a copy within one vCenter is (data.sharedUUID), not at the next
+// lookup of its Node. Called with no store lock held: it takes the
+// others'.
+func (ix *Index) sharedElsewhere(uuids []uuidKey) bool {
+	if len(uuids) == 0 {
+		return false
+	}
+	for _, other := range ix.siblings {
+		if other == ix {
+			continue
+		}
+		found := false
+		other.store.read(func(d *data) {
+			for _, k := range uuids {
+				if d.vmsWithUUID(k) > 0 {
+					found = true
+					return
+				}
+			}
+		})
+		if found {
+			return true
+		}
+	}
+	return false
 }
 
 // interruptForInterest ends the long poll under way whenever VMs are

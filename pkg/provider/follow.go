@@ -15,7 +15,8 @@ import (
 // Changed's waiters; an inventory that becomes current also wakes
 // Recovered's (the node-topology controller then asks the framework to
 // retry the Nodes waiting for initialization), and so do each page of
-// its first read and each VM entering its scope.
+// its first read and each time VMs become findable in it (entered its
+// scope, templates made VMs, renamed).
 func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inventory.Index) {
 	refresh := func() {
 		if m := p.opts.Metrics; m != nil {
@@ -74,7 +75,7 @@ func (p *Provider) followVCenter(ctx context.Context, c *vcenter.Client, ix *inv
 
 // Recovered returns a channel closed when a vCenter's inventory next
 // becomes current (after its first read, a re-login, an outage), its
-// first read reads another page, or VMs enter its scope, then replaced:
+// first read reads another page, or VMs become findable in it, then replaced:
 // Nodes waiting for it can be retried (RetryDue says which).
 func (p *Provider) Recovered() <-chan struct{} { return p.recovered.C() }
 

@@ -127,7 +127,7 @@ func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudp
 	at := mark{progress: p.progress.Load(), arrivals: p.arrivals.Load()}
 	md, _, _, err := p.metadata(ctx, node)
 	p.warn(node, err, true)
-	p.initFailed(node.Name, err != nil, at)
+	p.initFailed(node.Name, err, at)
 	return md, err
 }
 

@@ -1,12 +1,14 @@
 package provider
 
 import (
+	"errors"
 	"iter"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 )
 
@@ -15,20 +17,31 @@ import (
 // (Provider.progress and arrivals) read when its lookup began: the
 // node-topology controller asks the framework to retry them (RetryDue)
 // once the inventories have made progress since and their lookup can be
-// answered, or VMs have become findable in a vCenter since (entered its
-// scope, templates made VMs, renamed: inventory.Index.Findable) and their
-// lookup now finds a VM, each once per failure. A Node that fails with every
-// vCenter current (its VM exists nowhere) is retried at the next
-// progress, not at every pass, and not for every VM created elsewhere.
+// answered, or, for a Node whose VM was found nowhere, VMs have become
+// findable in a vCenter since (entered its scope, templates made VMs,
+// renamed: inventory.Index.Findable) and its lookup now finds a VM; each
+// once per failure. A Node that fails with every vCenter current (its VM
+// exists nowhere) is retried at the next progress, not at every pass, and
+// not for every VM created elsewhere; one that failed with its VM found
+// (ambiguous, no address, no zone) is not retried for VMs at all.
 type failedInits struct {
 	mu    sync.Mutex
-	nodes map[string]mark
+	nodes map[string]failure
+}
+
+// failure is a failed initialization: where the inventories were when its
+// lookup began, and whether its VM was found nowhere
+// (inventory.ErrNotFound), the only failure a VM becoming findable can
+// mend.
+type failure struct {
+	at       mark
+	notFound bool
 }
 
 // mark is where the inventories were when a lookup began.
 type mark struct{ progress, arrivals uint64 }
 
-func (f *failedInits) set(name string, failed bool, at mark) {
+func (f *failedInits) set(name string, failed bool, fl failure) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !failed {
@@ -36,27 +49,29 @@ func (f *failedInits) set(name string, failed bool, at mark) {
 		return
 	}
 	if f.nodes == nil {
-		f.nodes = map[string]mark{}
+		f.nodes = map[string]failure{}
 	}
-	f.nodes[name] = at
+	f.nodes[name] = fl
 }
 
 // take removes and returns the Nodes of nodes that failed before the
 // inventories reached now (progress or arrivals) and for which due is
-// true, told whether there was progress since (or only arrivals); it
-// forgets failed Nodes not in nodes (deleted, or no longer waiting).
-func (f *failedInits) take(nodes []*v1.Node, now mark, due func(n *v1.Node, progressed bool) bool) []*v1.Node {
+// true, told whether there was progress since (or only arrivals) and
+// whether the Node's VM was found nowhere; it forgets failed Nodes not in
+// nodes (deleted, or no longer waiting).
+func (f *failedInits) take(nodes []*v1.Node, now mark, due func(n *v1.Node, progressed, notFound bool) bool) []*v1.Node {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	present := make(map[string]bool, len(nodes))
 	var out []*v1.Node
 	for _, n := range nodes {
 		present[n.Name] = true
-		at, failed := f.nodes[n.Name]
+		fl, failed := f.nodes[n.Name]
+		at := fl.at
 		if !failed || (at.progress >= now.progress && at.arrivals >= now.arrivals) {
 			continue
 		}
-		if due(n, at.progress < now.progress) {
+		if due(n, at.progress < now.progress, fl.notFound) {
 			delete(f.nodes, n.Name)
 			out = append(out, n)
 		}
@@ -69,12 +84,13 @@ func (f *failedInits) take(nodes []*v1.Node, now mark, due func(n *v1.Node, prog
 	return out
 }
 
-// initFailed records the outcome of an initialization whose lookup began
-// at at. A failure during which the inventories made progress or VMs
-// arrived wakes Recovered's waiters: what it missed may be what it waited
-// for (a page with its VM that arrived while it failed).
-func (p *Provider) initFailed(name string, failed bool, at mark) {
-	p.failed.set(name, failed, at)
+// initFailed records the outcome (err) of an initialization whose lookup
+// began at at. A failure during which the inventories made progress or
+// VMs became findable wakes Recovered's waiters: what it missed may be
+// what it waited for (a page with its VM that arrived while it failed).
+func (p *Provider) initFailed(name string, err error, at mark) {
+	failed := err != nil
+	p.failed.set(name, failed, failure{at: at, notFound: errors.Is(err, inventory.ErrNotFound)})
 	if failed && (p.progress.Load() != at.progress || p.arrivals.Load() != at.arrivals) {
 		p.recovered.Notify()
 	}
@@ -84,8 +100,9 @@ func (p *Provider) initFailed(name string, failed bool, at mark) {
 // framework's uninitialized taint), those whose initialization failed and
 // since which either the inventories made progress (a page of a first
 // read, a read completed, a vCenter back, tags) and their lookup can now
-// be answered without waiting for an inventory (inventory.Peek), or VMs
-// became findable in a vCenter and their lookup now finds a VM. It makes no
+// be answered without waiting for an inventory (inventory.Peek), or, their
+// VM found nowhere, VMs became findable in a vCenter and their lookup now
+// finds a VM. It makes no
 // request. Each failure is returned once: a Node returned is returned
 // again only after it fails again.
 func (p *Provider) RetryDue(waiting []*v1.Node) []*v1.Node {
@@ -98,17 +115,20 @@ func (p *Provider) RetryDue(waiting []*v1.Node) []*v1.Node {
 
 // due reports whether a failed Node is worth retrying now: after
 // progress, when its lookup can be answered; after arrivals only, when
-// it now finds a VM (a VM that became findable elsewhere settles nothing
-// new).
-func (p *Provider) due(n *v1.Node, progressed bool) bool {
-	if progressed {
+// its VM was found nowhere and its lookup now finds one (a VM that became
+// findable elsewhere settles nothing new, and mends no other failure).
+func (p *Provider) due(n *v1.Node, progressed, notFound bool) bool {
+	switch {
+	case progressed:
 		return p.answerable(n)
+	case notFound:
+		return p.finds(n)
 	}
-	return p.finds(n)
+	return false
 }
 
 // finds reports whether node's lookup would now find a VM, not only
-// settle a miss: all that a VM entering a vCenter's scope can change.
+// settle a miss: all that a VM becoming findable can change.
 func (p *Provider) finds(node *v1.Node) bool {
 	for found := range p.peeks(node) {
 		if found {

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"errors"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -25,15 +27,16 @@ func TestInitFailedWakesWhenProgressWasMissed(t *testing.T) {
 
 	now := func() mark { return mark{progress: p.progress.Load(), arrivals: p.arrivals.Load()} }
 	ch := p.recovered.C()
-	p.initFailed("quiet", true, now())
-	p.initFailed("ok", false, now())
+	failed := errors.New("no VM")
+	p.initFailed("quiet", failed, now())
+	p.initFailed("ok", nil, now())
 	if closed(ch) {
 		t.Error("Recovered woken by a failure without progress during its lookup")
 	}
 
 	at := now()
 	p.progress.Add(1) // a page arrived while the lookup failed
-	p.initFailed("missed", true, at)
+	p.initFailed("missed", failed, at)
 	if !closed(ch) {
 		t.Error("Recovered not woken by a failure that missed progress")
 	}
@@ -41,7 +44,7 @@ func TestInitFailedWakesWhenProgressWasMissed(t *testing.T) {
 	ch = p.recovered.C()
 	at = now()
 	p.arrivals.Add(1) // a VM entered a vCenter's scope meanwhile
-	p.initFailed("missed arrival", true, at)
+	p.initFailed("missed arrival", failed, at)
 	if !closed(ch) {
 		t.Error("Recovered not woken by a failure that missed an arrival")
 	}
@@ -56,12 +59,12 @@ func TestFailedInitsTake(t *testing.T) {
 	node := func(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 	a, b, c, d := node("a"), node("b"), node("c"), node("d")
 	at := func(progress uint64) mark { return mark{progress: progress} }
-	f.set("a", true, at(1))
-	f.set("b", true, at(2))
-	f.set("c", true, at(1))
-	f.set("c", false, at(1)) // succeeded since
-	f.set("d", true, at(1))
-	yes := func(*v1.Node, bool) bool { return true }
+	f.set("a", true, failure{at: at(1)})
+	f.set("b", true, failure{at: at(2)})
+	f.set("c", true, failure{at: at(1)})
+	f.set("c", false, failure{at: at(1)}) // succeeded since
+	f.set("d", true, failure{at: at(1)})
+	yes := func(*v1.Node, bool, bool) bool { return true }
 	names := func(ns []*v1.Node) (out []string) {
 		for _, n := range ns {
 			out = append(out, n.Name)
@@ -72,26 +75,28 @@ func TestFailedInitsTake(t *testing.T) {
 	if got := names(f.take([]*v1.Node{a, b, c, d}, at(1), yes)); len(got) != 0 {
 		t.Errorf("no progress since any failure: %v", got)
 	}
-	if got := names(f.take([]*v1.Node{a, b, c, d}, at(2), func(n *v1.Node, _ bool) bool { return n.Name != "d" })); len(got) != 1 || got[0] != "a" {
+	if got := names(f.take([]*v1.Node{a, b, c, d}, at(2), func(n *v1.Node, _, _ bool) bool { return n.Name != "d" })); len(got) != 1 || got[0] != "a" {
 		t.Errorf("progress 2: %v, want [a] (b failed at 2, c succeeded, d not answerable)", got)
 	}
 	if got := names(f.take([]*v1.Node{a, b, d}, at(3), yes)); len(got) != 2 || got[0] != "b" || got[1] != "d" {
 		t.Errorf("progress 3: %v, want [b d] (a was returned already)", got)
 	}
-	f.set("gone", true, at(1))
+	f.set("gone", true, failure{at: at(1)})
 	f.take([]*v1.Node{a}, at(1), yes)
 	if got := names(f.take([]*v1.Node{node("gone")}, at(5), yes)); len(got) != 0 {
 		t.Errorf("a Node forgotten when no longer waiting was returned: %v", got)
 	}
 
-	// Arrivals alone: due is told there was no progress, and decides.
-	f.set("e", true, mark{progress: 3, arrivals: 1})
-	var told []bool
-	got := names(f.take([]*v1.Node{node("e")}, mark{progress: 3, arrivals: 2}, func(_ *v1.Node, progressed bool) bool {
-		told = append(told, progressed)
+	// Arrivals alone: due is told there was no progress, and whether the
+	// Node's VM was found nowhere, and decides.
+	f.set("e", true, failure{at: mark{progress: 3, arrivals: 1}, notFound: true})
+	f.set("f", true, failure{at: mark{progress: 3, arrivals: 1}})
+	var told [][2]bool
+	got := names(f.take([]*v1.Node{node("e"), node("f")}, mark{progress: 3, arrivals: 2}, func(_ *v1.Node, progressed, notFound bool) bool {
+		told = append(told, [2]bool{progressed, notFound})
 		return false
 	}))
-	if len(got) != 0 || len(told) != 1 || told[0] {
-		t.Errorf("an arrival only: returned %v, due told %v; want none returned, due told [false]", got, told)
+	if want := [][2]bool{{false, true}, {false, false}}; len(got) != 0 || !slices.Equal(told, want) {
+		t.Errorf("an arrival only: returned %v, due told %v; want none returned, due told %v", got, told, want)
 	}
 }

@@ -120,11 +120,13 @@ func TestRetryDueWhenItsVMAppears(t *testing.T) {
 }
 
 // TestRetryDueDecides: after inventory progress, a failed Node is due
-// when its lookup can be answered, found or settled; after VMs entered a
-// vCenter's scope and nothing else, only when its lookup now finds a VM:
-// a Node whose VM exists nowhere is not retried at every VM created
-// elsewhere. A Node no lookup of this provider can answer (another
-// cloud's providerID) is never due.
+// when its lookup can be answered, found or settled; after VMs became
+// findable and nothing else, only when its VM was found nowhere and its
+// lookup now finds one: a Node whose VM exists nowhere is not retried at
+// every VM created elsewhere, and one that failed with its VM found
+// (ambiguous, no address, no zone) is not retried for VMs at all. A Node
+// no lookup of this provider can answer (another cloud's providerID) is
+// never due.
 func TestRetryDueDecides(t *testing.T) {
 	e := stretched(t, "", nil)
 	a, b := e.fleet.VCenter("vc-a"), e.fleet.VCenter("vc-b")
@@ -132,20 +134,25 @@ func TestRetryDueDecides(t *testing.T) {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: id}}
 	}
 	for _, c := range []struct {
-		node                     *v1.Node
-		afterProgress, afterOnly bool // due after progress; after arrivals only
+		node *v1.Node
+		// due after progress; after arrivals only, had its VM been found
+		// nowhere, and had it failed otherwise
+		afterProgress, afterOnlyNotFound, afterOnlyOther bool
 	}{
-		{node(a.VMs[0]), true, true},
-		{withID("by-id", "vsphere://"+b.VMs[1].UUID), true, true},
-		{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"}, Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}, true, false},
-		{withID("gone", "vsphere://"+absentUUID), true, false},
-		{withID("foreign", "aws:///us-east-1a/i-0123456789abcdef0"), false, false},
+		{node(a.VMs[0]), true, true, false},
+		{withID("by-id", "vsphere://"+b.VMs[1].UUID), true, true, false},
+		{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"}, Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}, true, false, false},
+		{withID("gone", "vsphere://"+absentUUID), true, false, false},
+		{withID("foreign", "aws:///us-east-1a/i-0123456789abcdef0"), false, false, false},
 	} {
-		if got := e.p.Due(c.node, true); got != c.afterProgress {
+		if got := e.p.Due(c.node, true, false); got != c.afterProgress {
 			t.Errorf("%s after progress: due %v, want %v", c.node.Name, got, c.afterProgress)
 		}
-		if got := e.p.Due(c.node, false); got != c.afterOnly {
-			t.Errorf("%s after arrivals only: due %v, want %v", c.node.Name, got, c.afterOnly)
+		if got := e.p.Due(c.node, false, true); got != c.afterOnlyNotFound {
+			t.Errorf("%s after arrivals only, its VM found nowhere: due %v, want %v", c.node.Name, got, c.afterOnlyNotFound)
+		}
+		if got := e.p.Due(c.node, false, false); got != c.afterOnlyOther {
+			t.Errorf("%s after arrivals only, failed otherwise: due %v, want %v", c.node.Name, got, c.afterOnlyOther)
 		}
 	}
 }
@@ -178,16 +185,16 @@ func TestRetryDueWhenItsVMBecomesFindable(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		hide   func(a *vcsim.VCenter, vm vcsim.VM) *v1.Node // makes vm unfindable for the Node it returns
-		reveal func(e *env, a *vcsim.VCenter, vm vcsim.VM)
+		reveal func(t *testing.T, e *env, a *vcsim.VCenter, vm vcsim.VM)
 	}{
 		{"template made a VM",
 			func(a *vcsim.VCenter, vm vcsim.VM) *v1.Node { a.SetTemplate(vm.Ref, true); return node(vm) },
-			func(_ *env, a *vcsim.VCenter, vm vcsim.VM) { a.SetTemplate(vm.Ref, false) }},
+			func(_ *testing.T, _ *env, a *vcsim.VCenter, vm vcsim.VM) { a.SetTemplate(vm.Ref, false) }},
 		{"VM renamed to the Node's name",
 			func(*vcsim.VCenter, vcsim.VM) *v1.Node {
 				return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "renamed"}, Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}
 			},
-			func(e *env, a *vcsim.VCenter, vm vcsim.VM) {
+			func(t *testing.T, e *env, a *vcsim.VCenter, vm vcsim.VM) {
 				task, err := object.NewVirtualMachine(a.Admin(), vm.Ref).Rename(e.ctx, "renamed")
 				must.OK(t, err)
 				must.OK(t, task.Wait(e.ctx))
@@ -203,7 +210,7 @@ func TestRetryDueWhenItsVMBecomesFindable(t *testing.T) {
 				return err != nil
 			})
 			failQuietly(t, e, n)
-			c.reveal(e, a, vm)
+			c.reveal(t, e, a, vm)
 			poll.True(t, "the Node due once its VM is findable", func() bool { return len(e.p.RetryDue([]*v1.Node{n})) == 1 })
 			md, err := e.p.InstanceMetadata(e.ctx, n)
 			must.OK(t, err)

@@ -5,7 +5,8 @@
 // Every test builds its own control plane and vCenters, so one failure
 // does not hide the others, and runs in parallel with the others (as many
 // at once as go test's -parallel, GOMAXPROCS by default): most of a test's
-// time is spent waiting on its processes.
+// time is spent waiting on its processes. A test whose check has a time
+// bound (a lease renewed within seconds) runs alone, before the others.
 //
 //	make e2e
 package e2e

@@ -253,7 +253,7 @@ func (h *harness) nodeWritesBy(t *testing.T) map[string]int {
 // site and a DRS group change are reported within 30 s, by the
 // node-topology controller, with no node status pass in between.
 func TestTopologySeenWithoutStatusPass(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it waits for events within a bound: it runs alone, not beside another test's control plane.
 	h, s := setupStretched(t)
 	a := h.fleet.VCenter("vc-a")
 	c := h.startCCM("--node-status-update-frequency=5m")
