@@ -12,8 +12,8 @@ if [[ ! -x $bin/helm ]]; then
 	# Installed beside, then renamed: two builds at once (parallel tests)
 	# never leave a half-written helm where the other would run it.
 	tmp=$(mktemp -d "$bin/.build.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
 	GOBIN=$tmp CGO_ENABLED=0 go install -trimpath "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 	mv "$tmp/helm" "$bin/helm"
-	rmdir "$tmp"
 fi
 echo "$bin/helm"

@@ -380,7 +380,9 @@ func applyVM(vm *VM, c types.PropertyChange) {
 	case "config.guestId":
 		vm.GuestID, _ = c.Val.(string)
 	case "config.template":
-		vm.Template, _ = c.Val.(bool)
+		if b, ok := c.Val.(bool); ok { // unset: kept, as for the identity
+			vm.Template = b
+		}
 	case "config.hardware.numCPU":
 		vm.NumCPU, _ = c.Val.(int32)
 	case "config.hardware.memoryMB":

@@ -9,6 +9,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
@@ -147,8 +148,9 @@ func TestEagerFollowsATemplateMadeAVM(t *testing.T) {
 	inv := newInventory(t, e, inventory.Options{MaxWait: time.Second, StaleAfter: time.Hour, FollowInterval: time.Millisecond})
 	ix := inv.Index("vc-a")
 	poll.True(t, "the details of a VM followed", func() bool { _, ok := ix.VM(other.Ref); return ok })
-	if _, ok := ix.VM(tmpl.Ref); ok {
-		t.Fatal("a template's details are followed")
+	// The index holds it as a template (no lookup finds it): not followed.
+	if found, settled := inv.Peek(config.LookupUUID, tmpl.UUID); found || !settled {
+		t.Fatalf("the template: found %v, settled %v; want not found, settled", found, settled)
 	}
 	vc.SetTemplate(tmpl.Ref, false)
 	poll.True(t, "the details of the template made a VM followed", func() bool { _, ok := ix.VM(tmpl.Ref); return ok })

@@ -431,8 +431,8 @@ func (ix *Index) pagesArriving() bool { return ix.status.pagesArriving(ix.pageTi
 // name or a guest host name, and templates made VMs (see findKeys.gained).
 // A Node whose VM was found nowhere may find it now. Becoming findable is
 // no change of the index's identities (Changed) unless the VM shares its
-// BIOS UUID with another VM: a new VM is not a Node's VM until a lookup
-// asks for it. Its details are a change where they are followed (every
+// BIOS UUID with another VM, in this vCenter or another: a new VM is not
+// a Node's VM until a lookup asks for it. Its details are a change where they are followed (every
 // VM's, in a vCenter of at most EagerDetailsMax VMs, or a Node's).
 func (ix *Index) Findable() <-chan struct{} { return ix.store.findable.C() }
 

@@ -17,7 +17,7 @@ import (
 // (Provider.progress and arrivals) read when its lookup began: the
 // node-topology controller asks the framework to retry them (RetryDue)
 // once the inventories have made progress since and their lookup can be
-// answered, or, for a Node whose VM was found nowhere, VMs have become
+// answered, or, for a Node whose lookup found no VM, VMs have become
 // findable in a vCenter since (entered its scope, templates made VMs,
 // renamed: inventory.Index.Findable) and its lookup now finds a VM; each
 // once per failure. A Node that fails with every vCenter current (its VM
@@ -30,12 +30,21 @@ type failedInits struct {
 }
 
 // failure is a failed initialization: where the inventories were when its
-// lookup began, and whether its VM was found nowhere
-// (inventory.ErrNotFound), the only failure a VM becoming findable can
-// mend.
+// lookup began, and whether its lookup found no VM, the only failure a VM
+// becoming findable can mend: absent from every vCenter
+// (inventory.ErrNotFound), or absent from those that answered while
+// another could not (inventory.IncompleteError, a vCenter down).
 type failure struct {
-	at       mark
-	notFound bool
+	at     mark
+	missed bool
+}
+
+// lookupMissed reports whether err, an initialization's, says its lookup found
+// no VM (see failure), rather than an ambiguous VM, or a VM without an
+// address or a zone.
+func lookupMissed(err error) bool {
+	var incomplete *inventory.IncompleteError
+	return errors.Is(err, inventory.ErrNotFound) || errors.As(err, &incomplete)
 }
 
 // mark is where the inventories were when a lookup began.
@@ -57,9 +66,9 @@ func (f *failedInits) set(name string, failed bool, fl failure) {
 // take removes and returns the Nodes of nodes that failed before the
 // inventories reached now (progress or arrivals) and for which due is
 // true, told whether there was progress since (or only arrivals) and
-// whether the Node's VM was found nowhere; it forgets failed Nodes not in
+// whether the Node's lookup found no VM; it forgets failed Nodes not in
 // nodes (deleted, or no longer waiting).
-func (f *failedInits) take(nodes []*v1.Node, now mark, due func(n *v1.Node, progressed, notFound bool) bool) []*v1.Node {
+func (f *failedInits) take(nodes []*v1.Node, now mark, due func(n *v1.Node, progressed, missed bool) bool) []*v1.Node {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	present := make(map[string]bool, len(nodes))
@@ -71,7 +80,7 @@ func (f *failedInits) take(nodes []*v1.Node, now mark, due func(n *v1.Node, prog
 		if !failed || (at.progress >= now.progress && at.arrivals >= now.arrivals) {
 			continue
 		}
-		if due(n, at.progress < now.progress, fl.notFound) {
+		if due(n, at.progress < now.progress, fl.missed) {
 			delete(f.nodes, n.Name)
 			out = append(out, n)
 		}
@@ -90,7 +99,7 @@ func (f *failedInits) take(nodes []*v1.Node, now mark, due func(n *v1.Node, prog
 // what it waited for (a page with its VM that arrived while it failed).
 func (p *Provider) initFailed(name string, err error, at mark) {
 	failed := err != nil
-	p.failed.set(name, failed, failure{at: at, notFound: errors.Is(err, inventory.ErrNotFound)})
+	p.failed.set(name, failed, failure{at: at, missed: lookupMissed(err)})
 	if failed && (p.progress.Load() != at.progress || p.arrivals.Load() != at.arrivals) {
 		p.recovered.Notify()
 	}
@@ -101,8 +110,8 @@ func (p *Provider) initFailed(name string, err error, at mark) {
 // since which either the inventories made progress (a page of a first
 // read, a read completed, a vCenter back, tags) and their lookup can now
 // be answered without waiting for an inventory (inventory.Peek), or, their
-// VM found nowhere, VMs became findable in a vCenter and their lookup now
-// finds a VM. It makes no
+// lookup having found no VM, VMs became findable in a vCenter and their
+// lookup now finds one. It makes no
 // request. Each failure is returned once: a Node returned is returned
 // again only after it fails again.
 func (p *Provider) RetryDue(waiting []*v1.Node) []*v1.Node {
@@ -115,20 +124,22 @@ func (p *Provider) RetryDue(waiting []*v1.Node) []*v1.Node {
 
 // due reports whether a failed Node is worth retrying now: after
 // progress, when its lookup can be answered; after arrivals only, when
-// its VM was found nowhere and its lookup now finds one (a VM that became
-// findable elsewhere settles nothing new, and mends no other failure).
-func (p *Provider) due(n *v1.Node, progressed, notFound bool) bool {
+// its lookup found no VM and now finds one (a VM that became findable
+// elsewhere settles nothing new, and mends no other failure).
+func (p *Provider) due(n *v1.Node, progressed, missed bool) bool {
 	switch {
 	case progressed:
 		return p.answerable(n)
-	case notFound:
+	case missed:
 		return p.finds(n)
 	}
 	return false
 }
 
 // finds reports whether node's lookup would now find a VM, not only
-// settle a miss: all that a VM becoming findable can change.
+// settle a miss: all that a VM becoming findable can change. Any method
+// that finds counts, though findVM stops at an earlier method that cannot
+// tell: at worst one retry that fails again.
 func (p *Provider) finds(node *v1.Node) bool {
 	for found := range p.peeks(node) {
 		if found {

@@ -2,11 +2,14 @@ package provider
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 )
 
 // TestInitFailedWakesWhenProgressWasMissed: a failure recorded after the
@@ -88,15 +91,36 @@ func TestFailedInitsTake(t *testing.T) {
 	}
 
 	// Arrivals alone: due is told there was no progress, and whether the
-	// Node's VM was found nowhere, and decides.
-	f.set("e", true, failure{at: mark{progress: 3, arrivals: 1}, notFound: true})
+	// Node's lookup found no VM, and decides.
+	f.set("e", true, failure{at: mark{progress: 3, arrivals: 1}, missed: true})
 	f.set("f", true, failure{at: mark{progress: 3, arrivals: 1}})
 	var told [][2]bool
-	got := names(f.take([]*v1.Node{node("e"), node("f")}, mark{progress: 3, arrivals: 2}, func(_ *v1.Node, progressed, notFound bool) bool {
-		told = append(told, [2]bool{progressed, notFound})
+	got := names(f.take([]*v1.Node{node("e"), node("f")}, mark{progress: 3, arrivals: 2}, func(_ *v1.Node, progressed, missed bool) bool {
+		told = append(told, [2]bool{progressed, missed})
 		return false
 	}))
 	if want := [][2]bool{{false, true}, {false, false}}; len(got) != 0 || !slices.Equal(told, want) {
 		t.Errorf("an arrival only: returned %v, due told %v; want none returned, due told %v", got, told, want)
+	}
+}
+
+// TestLookupMissed: a failure whose lookup found no VM, for certain or with a
+// vCenter that could not answer, is one a VM becoming findable can mend;
+// an ambiguous VM, or a VM found without an address, is not.
+func TestLookupMissed(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"found nowhere", &nodeNotFound{node: "n", misses: []string{"no VM"}}, true},
+		{"providerID's VM found nowhere", fmt.Errorf("node n (providerID vsphere://x): %w", &inventory.NotFoundError{Key: "x"}), true},
+		{"a vCenter down", fmt.Errorf("node n: %w", &inventory.IncompleteError{Key: "x", Causes: []error{errors.New("vc-b is down")}}), true},
+		{"ambiguous", fmt.Errorf("node n: %w", &inventory.AmbiguousError{Key: "x"}), false},
+		{"no address", errors.New("node n (VM vc-a/dc-1/vm-1): no address in nodes.internalNetworkSubnetCidr"), false},
+	} {
+		if got := lookupMissed(c.err); got != c.want {
+			t.Errorf("%s: missed %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -121,8 +121,8 @@ func TestRetryDueWhenItsVMAppears(t *testing.T) {
 
 // TestRetryDueDecides: after inventory progress, a failed Node is due
 // when its lookup can be answered, found or settled; after VMs became
-// findable and nothing else, only when its VM was found nowhere and its
-// lookup now finds one: a Node whose VM exists nowhere is not retried at
+// findable and nothing else, only when its lookup found no VM (found
+// nowhere, or a vCenter could not answer) and now finds one: a Node whose VM exists nowhere is not retried at
 // every VM created elsewhere, and one that failed with its VM found
 // (ambiguous, no address, no zone) is not retried for VMs at all. A Node
 // no lookup of this provider can answer (another cloud's providerID) is
@@ -135,9 +135,9 @@ func TestRetryDueDecides(t *testing.T) {
 	}
 	for _, c := range []struct {
 		node *v1.Node
-		// due after progress; after arrivals only, had its VM been found
-		// nowhere, and had it failed otherwise
-		afterProgress, afterOnlyNotFound, afterOnlyOther bool
+		// due after progress; after arrivals only, had its lookup found no
+		// VM, and had it failed otherwise
+		afterProgress, afterOnlyMissed, afterOnlyOther bool
 	}{
 		{node(a.VMs[0]), true, true, false},
 		{withID("by-id", "vsphere://"+b.VMs[1].UUID), true, true, false},
@@ -148,8 +148,8 @@ func TestRetryDueDecides(t *testing.T) {
 		if got := e.p.Due(c.node, true, false); got != c.afterProgress {
 			t.Errorf("%s after progress: due %v, want %v", c.node.Name, got, c.afterProgress)
 		}
-		if got := e.p.Due(c.node, false, true); got != c.afterOnlyNotFound {
-			t.Errorf("%s after arrivals only, its VM found nowhere: due %v, want %v", c.node.Name, got, c.afterOnlyNotFound)
+		if got := e.p.Due(c.node, false, true); got != c.afterOnlyMissed {
+			t.Errorf("%s after arrivals only, its lookup having found no VM: due %v, want %v", c.node.Name, got, c.afterOnlyMissed)
 		}
 		if got := e.p.Due(c.node, false, false); got != c.afterOnlyOther {
 			t.Errorf("%s after arrivals only, failed otherwise: due %v, want %v", c.node.Name, got, c.afterOnlyOther)

@@ -41,8 +41,8 @@ type Source interface {
 	// Observation, then replaced.
 	Changed() <-chan struct{}
 	// Recovered is closed when a vCenter's inventory next becomes
-	// current, reads another page of its first read or sees VMs enter its
-	// scope, then replaced: Nodes waiting for initialization may be
+	// current, reads another page of its first read or sees VMs become
+	// findable (see inventory.Index.Findable), then replaced: Nodes waiting for initialization may be
 	// retried (RetryDue).
 	Recovered() <-chan struct{}
 	// RetryDue returns, among the Nodes waiting for initialization,
