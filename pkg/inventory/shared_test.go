@@ -20,6 +20,16 @@ func fired(ch <-chan struct{}) bool {
 	}
 }
 
+// wantTwo fails t unless the lookup of uuid is ambiguous between two VMs.
+func wantTwo(t *testing.T, inv *inventory.Inventory, uuid, what string) {
+	t.Helper()
+	_, err := inv.FindByUUID(t.Context(), uuid)
+	var amb *inventory.AmbiguousError
+	if !errors.As(err, &amb) || len(amb.Candidates) != 2 {
+		t.Fatalf("%s: %v, want an AmbiguousError with 2 candidates", what, err)
+	}
+}
+
 // TestSharedUUIDIsAChange: a VM entering the scope is no change (a new
 // VM is nobody's until a lookup asks for it), but it is announced
 // (Findable); a clone that keeps its source's BIOS UUID is a change at once
@@ -56,11 +66,7 @@ func TestSharedUUIDIsAChange(t *testing.T) {
 	twin, err := vc.Clone(e.ctx, src.Ref, "twin", src.UUID)
 	must.OK(t, err)
 	poll.True(t, "Changed fired for the clone sharing the source's UUID", func() bool { return fired(changed) })
-	_, err = inv.FindByUUID(e.ctx, src.UUID)
-	var amb *inventory.AmbiguousError
-	if !errors.As(err, &amb) || len(amb.Candidates) != 2 {
-		t.Fatalf("the source's UUID with its twin: %v, want an AmbiguousError with 2 candidates", err)
-	}
+	wantTwo(t, inv, src.UUID, "the source's UUID with its twin")
 
 	// Its leaving is TestApplyIdentityChanges': vcsim, re-sending the
 	// whole view when one of its VMs is deleted, may drop the leave.
@@ -91,9 +97,5 @@ func TestSharedUUIDAcrossVCentersIsAChange(t *testing.T) {
 	_, err = b.Clone(e.ctx, b.VMs[0].Ref, "copy-of-a", src.UUID)
 	must.OK(t, err)
 	poll.True(t, "vc-b's Changed fired for the copy of vc-a's VM", func() bool { return fired(changed) })
-	_, err = inv.FindByUUID(e.ctx, src.UUID)
-	var amb *inventory.AmbiguousError
-	if !errors.As(err, &amb) || len(amb.Candidates) != 2 {
-		t.Fatalf("vc-a's VM's UUID with its copy in vc-b: %v, want an AmbiguousError with 2 candidates", err)
-	}
+	wantTwo(t, inv, src.UUID, "vc-a's VM's UUID with its copy in vc-b")
 }
