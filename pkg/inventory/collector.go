@@ -214,7 +214,7 @@ func (ix *Index) readObjects(ctx context.Context, c *vim25.Client, spec types.Pr
 	for i, oc := range res {
 		updates[i] = types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter, Obj: oc.Obj, ChangeSet: assignments(oc.PropSet)}
 	}
-	d.applyIdentity(updates, specOptions{})
+	d.applyIdentity(&applied{changesOnly: true}, updates, specOptions{})
 	if ix.status.hasSynced() {
 		return nil
 	}

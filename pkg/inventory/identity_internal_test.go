@@ -74,14 +74,27 @@ func TestApplyIdentityChanges(t *testing.T) {
 		{"the host renamed", host(modify, "esx-one"), true, nil},
 		{"the host removed", host(leave, ""), true, nil},
 	}
-	d := newData()
+	d, page := newData(), newData() // page: as a full read's pages are applied
 	for _, s := range steps {
-		res := d.applyIdentity([]types.ObjectUpdate{s.update}, specOptions{})
+		res := applyIdentity(d, s.update)
 		changed, findable := res.changed, res.findable
 		if changed != s.changed || !slices.Equal(findable, s.findable) {
 			t.Errorf("%s: changed %v, findable %q; want %v, %q", s.name, changed, findable, s.changed, s.findable)
 		}
+		quiet := applied{changesOnly: true}
+		page.applyIdentity(&quiet, []types.ObjectUpdate{s.update}, specOptions{})
+		if quiet.changed != s.changed || quiet.findable != nil || quiet.left != nil || quiet.uuids != nil {
+			t.Errorf("%s, as a page: changed %v, findable %q, left %q, UUIDs %v; want %v and nothing recorded",
+				s.name, quiet.changed, quiet.findable, quiet.left, quiet.uuids, s.changed)
+		}
 	}
+}
+
+// applyIdentity applies updates to d as an increment, recording all.
+func applyIdentity(d *data, updates ...types.ObjectUpdate) applied {
+	var res applied
+	d.applyIdentity(&res, updates, specOptions{})
+	return res
 }
 
 // TestSharedElsewhere: the UUIDs a VM joined or left in one index are a
@@ -105,7 +118,7 @@ func TestSharedElsewhere(t *testing.T) {
 	}
 	apply := func(ix *Index, u types.ObjectUpdate) (uuids []uuidKey) {
 		ix.store.write(func(d *data) bool {
-			uuids = d.applyIdentity([]types.ObjectUpdate{u}, specOptions{}).uuids
+			uuids = applyIdentity(d, u).uuids
 			return false
 		})
 		return uuids

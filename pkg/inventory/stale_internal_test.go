@@ -88,7 +88,7 @@ func TestUnreadableIdentities(t *testing.T) {
 	}
 	for _, s := range steps {
 		ix.store.write(func(d *data) bool {
-			d.applyIdentity([]types.ObjectUpdate{s.update}, specOptions{})
+			applyIdentity(d, s.update)
 			return true
 		})
 		var got []string

@@ -130,7 +130,7 @@ func (ix *Index) waitOnce(ctx context.Context, st *collector, maxWait time.Durat
 	}
 	st.version = set.Version
 	if st.staging != nil {
-		ix.store.applyPage(st.staging, func() { st.staging.apply(set, st.details, ix.specOptions()) })
+		ix.store.applyPage(st.staging, func() { st.staging.applyPage(set, st.details, ix.specOptions()) })
 		ix.status.pageRead()
 		if set.Truncated != nil && *set.Truncated {
 			return nil // more pages to come
