@@ -56,7 +56,7 @@ control-plane:
 
 ## e2e: the real binary against a real kube-apiserver + etcd and simulated vCenters
 e2e: control-plane
-	$(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e
+	$(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e ./test/controlplane
 
 ## soak: the real binary (three replicas, leader election, one never killed), a real API server and three simulated
 ## vCenters under a seeded random schedule of faults, for SOAK (default 3m); SEED=n replays a run

@@ -87,7 +87,7 @@ func main() {
 	flag.IntVar(&hk.runs, "hk-runs", 3, "hundredk: rounds (each: the CCM, the baseline if any, the zero-cost provider); medians and ranges are reported")
 	flag.BoolVar(&hk.pinned, "hk-pin", true, "hundredk: the simulated vCenters and the registering kubelets (this process) on CPU 0, the API server, etcd and the CCM on the others, as on separate machines")
 	flag.DurationVar(&hk.latency, "hk-latency", 20*time.Millisecond, "hundredk: delay of every SOAP call of the simulated vCenters (Model.DelayConfig)")
-	hkMem := flag.String("hk-memlimit", "512Mi", "hundredk: the CCM container's memory limit, as deploy/base sets it (the binary gives Go 90 % of it: GOMEMLIMIT); 0 for none")
+	hkMem := flag.String("hk-memlimit", "512Mi", "hundredk: the memory limit of the CCMs' container (this CCM and the baseline), as deploy/base sets it (the binary gives Go 90 % of it: GOMEMLIMIT); 0 for none")
 	flag.StringVar(&hk.baseline, "hk-baseline", "", "hundredk: another CCM binary (the previous code) measured in the same rounds")
 	csrCold := flag.Bool("csr-cold", false, "csr: every kubelet asks as soon as it registers, while the Nodes initialize")
 	keep := flag.Bool("keep", false, "keep the work directory (CCM logs, heap profiles) and print its path")

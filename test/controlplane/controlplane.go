@@ -56,13 +56,22 @@ type ControlPlane struct {
 	// Config is the admin REST config.
 	Config *rest.Config
 
-	procs []*exec.Cmd
-	names []string // of procs, in order
+	procs  []*exec.Cmd
+	names  []string        // of procs, in order
+	exited []chan struct{} // of procs, in order: closed when it exits
 }
 
 // Start starts etcd and kube-apiserver from binDir with state in dir and
-// waits until the API server is ready.
+// waits until the API server is ready. Their ports are chosen free, then
+// bound by the processes: another process (a test running in parallel,
+// an outgoing connection) may take one in between. A process that exits
+// because its port is taken is started again on new ports, twice at most.
 func Start(ctx context.Context, binDir, dir string) (*ControlPlane, error) {
+	return startOn(ctx, binDir, dir, freePorts)
+}
+
+// startOn is Start with the ports chosen by ports.
+func startOn(ctx context.Context, binDir, dir string, ports func(n int) ([]int, error)) (*ControlPlane, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -70,7 +79,23 @@ func Start(ctx context.Context, binDir, dir string) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
-	ports, err := freePorts(3)
+	for attempt := 1; ; attempt++ {
+		cp, err := start(ctx, binDir, dir, p, ports)
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			return cp, err
+		}
+		if err := os.RemoveAll(filepath.Join(dir, "etcd")); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// errPortTaken: a process exited because its port was taken.
+var errPortTaken = errors.New("address already in use")
+
+// start makes one attempt of Start.
+func start(ctx context.Context, binDir, dir string, p *pki, free func(n int) ([]int, error)) (*ControlPlane, error) {
+	ports, err := free(3)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +160,35 @@ func (cp *ControlPlane) spawn(bin, name string, args ...string) error {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
 	cp.procs = append(cp.procs, cmd)
 	cp.names = append(cp.names, name)
+	cp.exited = append(cp.exited, exited)
+	return nil
+}
+
+// exitedProcess returns an error naming a process of cp that has exited,
+// errPortTaken if its log says its port was taken; nil if all run.
+func (cp *ControlPlane) exitedProcess() error {
+	for i, done := range cp.exited {
+		select {
+		case <-done:
+		default:
+			continue
+		}
+		logPath := filepath.Join(cp.Dir, cp.names[i]+".log")
+		log, _ := os.ReadFile(logPath)
+		err := fmt.Errorf("%s exited (%v); log tail:\n%s", cp.names[i], cp.procs[i].ProcessState, tail(log, 2000))
+		if bytes.Contains(log, []byte(errPortTaken.Error())) {
+			err = fmt.Errorf("%w: %w", errPortTaken, err)
+		}
+		return err
+	}
 	return nil
 }
 
@@ -169,10 +221,8 @@ func (cp *ControlPlane) waitReady(ctx context.Context, p *pki) error {
 				return nil
 			}
 		}
-		for _, c := range cp.procs {
-			if c.ProcessState != nil {
-				return fmt.Errorf("%s exited; see %s", c.Path, cp.Dir)
-			}
+		if err := cp.exitedProcess(); err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(cp.Dir, "kube-apiserver.log"))
@@ -196,13 +246,8 @@ func tail(b []byte, n int) string {
 // Stop stops the API server, then etcd (only the processes it started).
 func (cp *ControlPlane) Stop() {
 	for i := len(cp.procs) - 1; i >= 0; i-- {
-		c := cp.procs[i]
-		if c.Process == nil {
-			continue
-		}
+		c, done := cp.procs[i], cp.exited[i]
 		_ = c.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = c.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -210,7 +255,7 @@ func (cp *ControlPlane) Stop() {
 			<-done
 		}
 	}
-	cp.procs, cp.names = nil, nil
+	cp.procs, cp.names, cp.exited = nil, nil, nil
 }
 
 func writeKubeconfig(path, server string, p *pki) error {
