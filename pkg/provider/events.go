@@ -25,6 +25,9 @@ const (
 	// ReasonHostGroupZoneInvalid: a hostGroupZones entry cannot give the
 	// VM one zone (see topology.GroupError).
 	ReasonHostGroupZoneInvalid = "HostGroupZoneInvalid"
+	// ReasonNodeIPNotOnVM: the kubelet's node IP cannot be an address of
+	// the Node (see NodeIPError).
+	ReasonNodeIPNotOnVM = "NodeIPNotOnVM"
 )
 
 // reason classifies an error; "" means no event.
@@ -37,11 +40,14 @@ func reason(err error, notFoundIsProblem bool) string {
 	var ca *topology.CSIAmbiguousError
 	var ge *topology.GroupError
 	var nc *NotConfiguredError
+	var ne *NodeIPError
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &nc):
 		return ReasonVCenterNotConfigured
+	case errors.As(err, &ne):
+		return ReasonNodeIPNotOnVM
 	case errors.As(err, &ge):
 		return ReasonHostGroupZoneInvalid
 	case errors.Is(err, inventory.ErrAmbiguous):

@@ -168,6 +168,9 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 	if err != nil {
 		return nil, vm, topo, fmt.Errorf("node %s: %w", node.Name, err)
 	}
+	if addrs, err = withNodeIPs(node, vm, addrs, p.cfg.Nodes, vc.IPFamilies); err != nil {
+		return nil, vm, topo, err
+	}
 	addrs = servingHostname(node, addrs, p.cfg.Nodes.ServingCertificates)
 	id := node.Spec.ProviderID // immutable once set: answered as it is, as the reference does
 	if id == "" {

@@ -20,8 +20,9 @@ import (
 type ServingIdentity struct {
 	VM inventory.VM
 	// IPs are the addresses this provider computes for the Node
-	// (Addresses: its address rules over what the guest reports), never
-	// the Node's status, which the node writes itself.
+	// (Addresses: its address rules over what the guest reports, and the
+	// kubelet's node IP where the guest reports it and the rules allow
+	// it), never the Node's status, which the node writes itself.
 	IPs []netip.Addr
 }
 
@@ -68,6 +69,11 @@ func (p *Provider) ServingIdentity(ctx context.Context, node *v1.Node) (ServingI
 	addrs, err := Addresses(vm, p.cfg.Nodes, vc.IPFamilies)
 	if err != nil {
 		return out, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	// The kubelet's node IP is the Node's address as InstanceMetadata
+	// gives it; one it cannot give (a NodeIPError) is not.
+	if with, err := withNodeIPs(node, vm, addrs, p.cfg.Nodes, vc.IPFamilies); err == nil {
+		addrs = with
 	}
 	for _, a := range addrs {
 		if a.Type != v1.NodeInternalIP && a.Type != v1.NodeExternalIP {

@@ -37,6 +37,18 @@ type layout struct {
 	state string
 }
 
+// lastIP is the last address the guest reports on its last NIC with one,
+// as a kubelet's --node-ip would give it ("" for none): in most multi-NIC
+// layouts not the address the rules choose.
+func (l layout) lastIP() string {
+	for i := len(l.nics) - 1; i >= 0; i-- {
+		if ips := l.nics[i].IpAddress; len(ips) > 0 {
+			return ips[len(ips)-1]
+		}
+	}
+	return ""
+}
+
 func nic(network string, key int32, ips ...string) types.GuestNicInfo {
 	return types.GuestNicInfo{Network: network, DeviceConfigId: key, Connected: true, IpAddress: ips,
 		MacAddress: fmt.Sprintf("00:50:56:00:%02x:%02x", key/256%256, key%256)}

@@ -41,6 +41,15 @@ var knowns = []known{
 		}
 		return false
 	}},
+	// A kubelet's node IP (--node-ip) that the reference's rules did not
+	// choose fails the Node in the framework ("failed to get node address
+	// from cloud provider that matches ip"); ours adds it where the guest
+	// reports it and the rules allow it as internal, and the framework
+	// keeps it as the Node's InternalIP.
+	{"node-ip-added", func(f finding, c nodeCase, ref, ours answer) bool {
+		return strings.HasSuffix(c.name, "/node-ip") && f.Field == "metadata" &&
+			strings.HasPrefix(f.Ref, "error (the framework: failed to get node address from cloud provider that matches ip") && f.Ours == "answered"
+	}},
 	// Ours labels every Node with its vCenter and datacenter.
 	{"location-labels", func(f finding, c nodeCase, ref, ours answer) bool {
 		return f.Field == "labels" && f.Ref == "{}" && onlyOurLabels(ours.Metadata.Labels)
