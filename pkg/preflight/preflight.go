@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	cloudnodeutil "k8s.io/cloud-provider/node/helpers"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
@@ -64,6 +67,12 @@ var labelPairs = []struct {
 // current on initialized Nodes too (labels.placement); the others are set
 // only when a Node is initialized.
 func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error, kept []string) []Difference {
+	var nodeIP *provider.NodeIPError
+	if errors.As(err, &nodeIP) {
+		return []Difference{{Node: node.Name, Field: "addresses", Current: addresses(node.Status.Addresses), Impact: Note,
+			Why: fmt.Sprintf("%v. The framework's node controller cannot set this Node's addresses with either CCM "+
+				"(it requires the node IP among them): nothing changes with the switch, but the Node is not initialized, or its addresses not updated, until this is fixed", err)}}
+	}
 	if err != nil {
 		return []Difference{{Node: node.Name, Field: "vm", Current: node.Spec.ProviderID, Impact: Blocking,
 			Why: fmt.Sprintf("no VM found for this Node, so it would not be initialized or updated (it is never deleted without proof): %v", err)}}
@@ -114,8 +123,20 @@ func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error, kept 
 				"added only when a Node is initialized: this Node stays without it, new Nodes get it")
 		}
 	}
-	if cur, would := addresses(node.Status.Addresses), addresses(md.NodeAddresses); node.Spec.ProviderID != "" && cur != would {
-		if addressesChangeDetected(node.Status.Addresses, md.NodeAddresses) {
+	// The addresses as the framework's node controller makes them the
+	// Node's: with the kubelet's node IP first, the only one of its type.
+	onNode := md.NodeAddresses
+	if ip, ok := node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]; ok {
+		if filtered, err := cloudnodeutil.GetNodeAddressesFromNodeIP(ip, onNode); err == nil {
+			onNode = filtered
+		} else if node.Spec.ProviderID != "" {
+			add("addresses", addresses(node.Status.Addresses), addresses(onNode), Note,
+				fmt.Sprintf("the framework's node controller refuses these addresses with this Node's node IP annotation (%v): it does with the reference CCM too, and the Node keeps its addresses", err))
+			return out
+		}
+	}
+	if cur, would := addresses(node.Status.Addresses), addresses(onNode); node.Spec.ProviderID != "" && cur != would {
+		if addressesChangeDetected(node.Status.Addresses, onNode) {
 			add("addresses", cur, would, Changes,
 				"the node controller replaces the addresses on its next status pass: check the nodes.* address rules (subnets, VM networks, ipFamily) if this is not intended")
 		} else {

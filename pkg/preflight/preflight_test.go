@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
 const uuid = "vsphere://4211a1b2-0000-4000-8000-000000000001"
@@ -108,6 +110,30 @@ func TestCompare(t *testing.T) {
 		{name: "joined without the taint: no CCM initializes it", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare"}}, md: metadata(nil),
 			fields: []string{"initialization"}, labels: map[string]Impact{"initialization": Note}},
 		{name: "no VM", node: referenceNode(nil), err: errors.New("not found"), fields: []string{"vm"}, blocks: true},
+		// The kubelet's node IP: the addresses compared as the framework
+		// makes them the Node's.
+		{name: "dual-stack with a node IP: the other family dropped by the framework, as on the Node", node: referenceNode(func(n *v1.Node) {
+			n.Annotations = map[string]string{"alpha.kubernetes.io/provided-node-ip": "10.0.0.5"}
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeHostName, Address: "worker-1"}}
+		}), md: metadata(func(m *cloudprovider.InstanceMetadata) {
+			m.NodeAddresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: "worker-1"},
+				{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeInternalIP, Address: "fd00::5"}}
+		})},
+		{name: "a node IP after a VIP", node: referenceNode(func(n *v1.Node) {
+			n.Annotations = map[string]string{"alpha.kubernetes.io/provided-node-ip": "10.0.0.5"}
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeExternalIP, Address: "10.0.0.5"},
+				{Type: v1.NodeHostName, Address: "worker-1"}}
+		}), md: metadata(func(m *cloudprovider.InstanceMetadata) {
+			m.NodeAddresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: "worker-1"},
+				{Type: v1.NodeInternalIP, Address: "10.0.0.100"}, {Type: v1.NodeExternalIP, Address: "10.0.0.100"},
+				{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeExternalIP, Address: "10.0.0.5"}}
+		})},
+		{name: "a node IP not among the addresses", node: referenceNode(func(n *v1.Node) {
+			n.Annotations = map[string]string{"alpha.kubernetes.io/provided-node-ip": "10.0.0.9"}
+		}), md: metadata(nil), fields: []string{"addresses"}, impact: Note},
+		{name: "a node IP this CCM cannot give", node: referenceNode(nil),
+			err:    &provider.NodeIPError{Node: "worker-1", IP: "10.0.0.9", VM: "vc-a/dc-1/worker-1", Reason: "is not an address VMware Tools reports"},
+			fields: []string{"addresses"}, impact: Note},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := Compare(tc.node, tc.md, tc.err, []string{"vsphere.vsphere-ccm.io/host"})

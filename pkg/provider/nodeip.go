@@ -32,22 +32,27 @@ func (e *NodeIPError) Error() string {
 }
 
 // withNodeIPs adds the kubelet's node IPs (see NodeIPError) to addrs, the
-// Node's addresses by the rules (Addresses), as InternalIP when addrs does
-// not hold them already: a VM with a floating address (a control plane's
-// VIP) or a second NIC before the node IP then initializes, where the
-// reference CCM gives only its first choice and the framework fails the
-// Node ("failed to get node address from cloud provider that matches ip").
-// The framework then keeps the node IP as the Node's only InternalIP.
+// Node's addresses by the rules (Addresses), when addrs does not hold them
+// already: a VM with a floating address (a control plane's VIP) or a
+// second NIC before the node IP then initializes, where the reference CCM
+// gives only its first choice and the framework fails the Node ("failed
+// to get node address from cloud provider that matches ip"). A node IP is
+// added with the types the rules give it when the guest reports it first
+// (InternalIP; ExternalIP too where no rule matched and the first address
+// serves as both): the Node then gets what the reference gives it when
+// the node IP comes first, as the framework keeps the node IP as the
+// Node's only address of each type it is given as.
 //
 // A node IP is the kubelet's word: it is added only where the VM's guest
-// reports it on a NIC (not a guest-only adapter), in a family the
-// vCenter's ipFamily reports, and where the rules allow it as an internal
-// address: not in excludeInternalNetworkSubnetCidr, and in an
-// internalNetworkSubnetCidr (or on internalVmNetworkName) when those are
-// set. Otherwise it is a NodeIPError. Without the annotation, or where
-// addrs holds each node IP (every case where the reference succeeds),
-// addrs is returned as it is. An annotation that does not parse is left
-// to the framework, which reports it.
+// reports it on a NIC (not a guest-only adapter), in a family of the
+// vCenter's ipFamily, and where the rules, with it first, choose it as the
+// InternalIP (not excluded; in internalNetworkSubnetCidr or on
+// internalVmNetworkName when an address is; not a family for which only
+// an external rule matches). Otherwise it is a NodeIPError. Without the
+// annotation, or where addrs holds each node IP as any type (as the
+// framework matches it; every case where the reference succeeds), addrs
+// is returned as it is. An annotation that does not parse is left to the
+// framework, which reports it.
 func withNodeIPs(node *v1.Node, vm inventory.VM, addrs []v1.NodeAddress, rules config.Nodes, families []config.IPFamily) ([]v1.NodeAddress, error) {
 	value := node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]
 	if value == "" {
@@ -59,61 +64,78 @@ func withNodeIPs(node *v1.Node, vm inventory.VM, addrs []v1.NodeAddress, rules c
 	}
 	out := addrs
 	for _, ip := range ips {
-		if ip.IsUnspecified() || slices.ContainsFunc(addrs, func(a v1.NodeAddress) bool {
-			return (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) && ip.Equal(net.ParseIP(a.Address))
-		}) {
+		if ip.IsUnspecified() || slices.ContainsFunc(addrs, func(a v1.NodeAddress) bool { return ip.Equal(net.ParseIP(a.Address)) }) {
 			continue
 		}
-		text, why := nodeIPAllowed(ip, vm, rules, families)
+		text, external, why := nodeIPAllowed(ip, vm, rules, families)
 		if why != "" {
 			return nil, &NodeIPError{Node: node.Name, IP: ip.String(), VM: vm.Location(), Reason: why}
 		}
 		out = append(slices.Clip(out), v1.NodeAddress{Type: v1.NodeInternalIP, Address: text})
+		if external {
+			out = append(out, v1.NodeAddress{Type: v1.NodeExternalIP, Address: text})
+		}
 	}
 	return out, nil
 }
 
-// nodeIPAllowed returns the VM's address ip as its guest reports it, or
-// why it cannot be an InternalIP of the VM's Node.
-func nodeIPAllowed(ip net.IP, vm inventory.VM, rules config.Nodes, families []config.IPFamily) (text, why string) {
+// nodeIPAllowed returns the VM's address ip as its guest reports it, and
+// whether it is the ExternalIP too (see withNodeIPs), or why it cannot be
+// an InternalIP of the VM's Node. The rules decide as if the guest
+// reported ip first: what the reference gives when the node IP comes
+// first is what the Node gets.
+func nodeIPAllowed(ip net.IP, vm inventory.VM, rules config.Nodes, families []config.IPFamily) (text string, external bool, why string) {
 	fam := config.IPv6
 	if ip.To4() != nil {
 		fam = config.IPv4
 	}
 	var reported []string
-	var found *candidate
+	var found *inventory.NIC // ip's NIC, with ip alone as the guest writes it
 	for _, nic := range vm.NICs {
 		if nic.DeviceConfigID == -1 {
 			continue
 		}
 		for _, t := range nic.IPs {
-			c := candidate{t, net.ParseIP(t), nic.Network}
-			if !usable(c.ip) {
+			a := net.ParseIP(t)
+			if !usable(a) {
 				continue
 			}
 			reported = append(reported, t)
-			if found == nil && c.ip.Equal(ip) {
-				found = &c
+			if found == nil && a.Equal(ip) {
+				found = &inventory.NIC{Network: nic.Network, DeviceConfigID: nic.DeviceConfigID, IPs: []string{t}}
 			}
 		}
 	}
 	switch {
 	case found == nil:
-		return "", fmt.Sprintf("is not an address VMware Tools reports on the VM's NICs (it reports %s)", orNone(reported))
+		return "", false, fmt.Sprintf("is not an address VMware Tools reports on the VM's NICs (it reports %s)", orNone(reported))
 	case !slices.Contains(families, fam):
-		return "", fmt.Sprintf("is %s, which the vCenter's ipFamily (%s) does not include", fam, joinFamilies(families))
-	case len(excluding([]candidate{*found}, rules.ExcludeInternalSubnets)) == 0:
-		return "", "is in nodes.excludeInternalNetworkSubnetCidr"
-	case len(rules.InternalSubnets) > 0:
-		if inSubnets([]candidate{*found}, rules.InternalSubnets) == nil {
-			return "", "is in no nodes.internalNetworkSubnetCidr"
-		}
-	case rules.InternalVMNetworkName != "":
-		if !strings.EqualFold(found.network, rules.InternalVMNetworkName) {
-			return "", fmt.Sprintf("is on network %q, not on nodes.internalVmNetworkName %q", found.network, rules.InternalVMNetworkName)
+		return "", false, fmt.Sprintf("is %s, which the vCenter's ipFamily (%s) does not include", fam, joinFamilies(families))
+	}
+	first := vm
+	first.Metadata, first.MetadataEncoding = "", "" // no static address before it
+	first.NICs = append([]inventory.NIC{*found}, vm.NICs...)
+	addrs, err := Addresses(first, rules, []config.IPFamily{fam})
+	if err != nil {
+		return "", false, fmt.Sprintf("cannot be an address of the Node: %v", err)
+	}
+	text = found.IPs[0]
+	if internal := ofType(addrs, v1.NodeInternalIP); !slices.Contains(internal, text) {
+		return "", false, fmt.Sprintf("is not the InternalIP the address rules choose even with it first (they choose %s: see nodes.excludeInternalNetworkSubnetCidr, internalNetworkSubnetCidr and internalVmNetworkName)",
+			orNone(internal))
+	}
+	return text, slices.Contains(ofType(addrs, v1.NodeExternalIP), text), ""
+}
+
+// ofType lists the addresses of type t.
+func ofType(addrs []v1.NodeAddress, t v1.NodeAddressType) []string {
+	var out []string
+	for _, a := range addrs {
+		if a.Type == t {
+			out = append(out, a.Address)
 		}
 	}
-	return found.text, ""
+	return out
 }
 
 func orNone(list []string) string {

@@ -35,20 +35,28 @@ func TestWithNodeIPs(t *testing.T) {
 		return out
 	}
 	v4, dual := []config.IPFamily{config.IPv4}, []config.IPFamily{config.IPv4, config.IPv6}
+	both := func(ip string) []v1.NodeAddress {
+		return []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}, {Type: v1.NodeExternalIP, Address: ip}}
+	}
+	internal := func(ip string) []v1.NodeAddress { return []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}} }
 	cases := []struct {
 		name     string
+		host     string // the guest host name, if not the VM's
 		nodeIP   string // the annotation; "" none
 		rules    config.Nodes
 		fams     []config.IPFamily
-		added    []string // InternalIPs added to the rules' addresses
-		final    []string // InternalIPs the framework keeps (nil: not checked)
+		added    []v1.NodeAddress // added to the rules' addresses
+		final    []string         // InternalIPs the framework keeps (nil: not checked)
 		errorHas string
 	}{
 		{name: "no annotation", fams: v4},
 		{name: "the rules' choice", nodeIP: "10.0.0.100", fams: v4, final: []string{"10.0.0.100"}},
-		{name: "after a VIP", nodeIP: "10.0.0.5", fams: v4, added: []string{"10.0.0.5"}, final: []string{"10.0.0.5"}},
-		{name: "on a second NIC", nodeIP: "192.168.7.5", fams: v4, added: []string{"192.168.7.5"}, final: []string{"192.168.7.5"}},
-		{name: "dual-stack pair", nodeIP: "10.0.0.5,fd00::5", fams: dual, added: []string{"10.0.0.5"}, final: []string{"10.0.0.5", "fd00::5"}},
+		// No rule: the first address serves as both, so does the node IP
+		// (the reference's answer with it first).
+		{name: "after a VIP", nodeIP: "10.0.0.5", fams: v4, added: both("10.0.0.5"), final: []string{"10.0.0.5"}},
+		{name: "on a second NIC", nodeIP: "192.168.7.5", fams: v4, added: both("192.168.7.5"), final: []string{"192.168.7.5"}},
+		{name: "dual-stack pair", nodeIP: "10.0.0.5,fd00::5", fams: dual, added: both("10.0.0.5"), final: []string{"10.0.0.5", "fd00::5"}},
+		{name: "the guest host name is the node IP", host: "10.0.0.5", nodeIP: "10.0.0.5", fams: v4},
 		{name: "IPv6 in another spelling", nodeIP: "fd00:0::5", fams: []config.IPFamily{config.IPv6}, final: []string{"fd00::5"}},
 		{name: "unspecified", nodeIP: "0.0.0.0", fams: v4},
 		{name: "does not parse: left to the framework", nodeIP: "10.0.0", fams: v4},
@@ -58,21 +66,33 @@ func TestWithNodeIPs(t *testing.T) {
 		{name: "link-local", nodeIP: "fe80::1", fams: dual, errorHas: "is not an address VMware Tools reports"},
 		{name: "family not reported", nodeIP: "fd00::5", fams: v4, errorHas: "is ipv6, which the vCenter's ipFamily (ipv4) does not include"},
 		{name: "excluded", nodeIP: "192.168.7.5", fams: v4, rules: config.Nodes{ExcludeInternalSubnets: pfx("192.168.0.0/16")},
-			errorHas: "is in nodes.excludeInternalNetworkSubnetCidr"},
+			errorHas: "is not the InternalIP the address rules choose even with it first (they choose 10.0.0.100: see nodes.excludeInternalNetworkSubnetCidr"},
+		{name: "excluded as external only", nodeIP: "192.168.7.5", fams: v4, rules: config.Nodes{ExcludeExternalSubnets: pfx("192.168.0.0/16")},
+			added: internal("192.168.7.5"), final: []string{"192.168.7.5"}},
 		{name: "outside the internal subnets", nodeIP: "192.168.7.5", fams: v4, rules: config.Nodes{InternalSubnets: pfx("10.0.0.0/24")},
-			errorHas: "is in no nodes.internalNetworkSubnetCidr"},
+			errorHas: "they choose 10.0.0.100"},
 		{name: "in the internal subnets after a VIP", nodeIP: "10.0.0.5", fams: v4, rules: config.Nodes{InternalSubnets: pfx("10.0.0.0/24")},
-			added: []string{"10.0.0.5"}, final: []string{"10.0.0.5"}},
+			added: internal("10.0.0.5"), final: []string{"10.0.0.5"}},
+		{name: "no address in the internal subnets: the first serves as both", nodeIP: "10.0.0.5", fams: v4, rules: config.Nodes{InternalSubnets: pfx("172.16.0.0/12")},
+			added: both("10.0.0.5"), final: []string{"10.0.0.5"}},
 		{name: "not on the internal network", nodeIP: "192.168.7.5", fams: v4, rules: config.Nodes{InternalVMNetworkName: "VM Network"},
-			errorHas: `is on network "storage", not on nodes.internalVmNetworkName "VM Network"`},
+			errorHas: "they choose 10.0.0.100"},
 		{name: "on the internal network, in another case", nodeIP: "10.0.0.5", fams: v4, rules: config.Nodes{InternalVMNetworkName: "vm network"},
-			added: []string{"10.0.0.5"}, final: []string{"10.0.0.5"}},
+			added: internal("10.0.0.5"), final: []string{"10.0.0.5"}},
+		{name: "only an external rule matches", nodeIP: "10.0.0.5", fams: v4, rules: config.Nodes{ExternalSubnets: pfx("192.168.0.0/16")},
+			errorHas: "they choose none"},
+		{name: "an external rule chose another", nodeIP: "10.0.0.5", fams: v4, rules: config.Nodes{InternalSubnets: pfx("10.0.0.0/24"), ExternalSubnets: pfx("192.168.0.0/16")},
+			added: internal("10.0.0.5"), final: []string{"10.0.0.5"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}}
 			if tc.nodeIP != "" {
 				n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: tc.nodeIP}
+			}
+			vm := vm
+			if tc.host != "" {
+				vm.GuestHostname = tc.host
 			}
 			rules, err := Addresses(vm, tc.rules, tc.fams)
 			if err != nil {
@@ -89,10 +109,7 @@ func TestWithNodeIPs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := slices.Clone(rules)
-			for _, a := range tc.added {
-				want = append(want, v1.NodeAddress{Type: v1.NodeInternalIP, Address: a})
-			}
+			want := append(slices.Clone(rules), tc.added...)
 			if !slices.Equal(got, want) {
 				t.Fatalf("addresses\n got %v\nwant %v", got, want)
 			}

@@ -41,14 +41,15 @@ func TestNodeIPOnSimulator(t *testing.T) {
 	md, err := e.p.InstanceMetadata(e.ctx, n)
 	must.OK(t, err)
 	want := []v1.NodeAddress{{Type: v1.NodeHostName, Address: vm.Name}, {Type: v1.NodeInternalIP, Address: "10.99.0.100"},
-		{Type: v1.NodeExternalIP, Address: "10.99.0.100"}, {Type: v1.NodeInternalIP, Address: "10.99.0.5"}}
+		{Type: v1.NodeExternalIP, Address: "10.99.0.100"}, {Type: v1.NodeInternalIP, Address: "10.99.0.5"}, {Type: v1.NodeExternalIP, Address: "10.99.0.5"}}
 	if !slices.Equal(md.NodeAddresses, want) {
 		t.Fatalf("addresses\n got %v\nwant %v", md.NodeAddresses, want)
 	}
 	onNode, err := cloudnodeutil.GetNodeAddressesFromNodeIP("10.99.0.5", md.NodeAddresses)
 	must.OK(t, err)
-	wantOnNode := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.99.0.5"}, {Type: v1.NodeHostName, Address: vm.Name},
-		{Type: v1.NodeExternalIP, Address: "10.99.0.100"}}
+	// What the reference gives with the node IP first.
+	wantOnNode := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.99.0.5"}, {Type: v1.NodeExternalIP, Address: "10.99.0.5"},
+		{Type: v1.NodeHostName, Address: vm.Name}}
 	if !slices.Equal(onNode, wantOnNode) {
 		t.Errorf("the framework's addresses\n got %v\nwant %v", onNode, wantOnNode)
 	}

@@ -77,7 +77,8 @@ type hundredKRun struct {
 // simulators in this process), registered after the CCM has read its
 // inventories (or, cold, as soon as it is healthy), with the fast
 // controller flags: in each of o.runs rounds the CCM and the baseline CCM
-// if any (taking turns to run first), then the zero-cost provider, through
+// if any (taking turns to run first: with an odd number of rounds the CCM
+// runs first once more), then the zero-cost provider, through
 // the same API server. It
 // reports what each round measured, then the median and range over the
 // rounds of the ratio to the zero-cost provider (p100, p50), the CCM's CPU

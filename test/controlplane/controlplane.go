@@ -197,7 +197,9 @@ func (cp *ControlPlane) exitedProcess() error {
 func (cp *ControlPlane) PIDs() map[string]int {
 	out := map[string]int{}
 	for i, c := range cp.procs {
-		if c.Process != nil {
+		select {
+		case <-cp.exited[i]: // reaped: its PID may be another process's now
+		default:
 			out[cp.names[i]] = c.Process.Pid
 		}
 	}
@@ -217,12 +219,14 @@ func (cp *ControlPlane) waitReady(ctx context.Context, p *pki) error {
 		res, err := hc.Get(cp.URL + "/readyz")
 		if err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
 		}
+		// An exit first: a ready answer may be another test's API server,
+		// or ours on another test's etcd, had a port been taken.
 		if err := cp.exitedProcess(); err != nil {
 			return err
+		}
+		if err == nil && res.StatusCode == http.StatusOK {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(cp.Dir, "kube-apiserver.log"))

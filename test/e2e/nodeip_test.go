@@ -22,9 +22,10 @@ import (
 // TestKubeletNodeIP: kubelets started with --node-ip, through the real
 // node controller (kubernetes/cloud-provider-vsphere#614). A VM whose guest
 // reports a VIP before its own address gets its node IP as its only
-// InternalIP; a node IP its guest does not report leaves the Node
-// uninitialized with a NodeIPNotOnVM event that says what the guest
-// reports; a Node without --node-ip gets the rules' address as before.
+// InternalIP and ExternalIP (what the reference gives with it first); a
+// node IP its guest does not report leaves the Node uninitialized with a
+// NodeIPNotOnVM event that says what the guest reports; a Node without
+// --node-ip gets the rules' address as before.
 func TestKubeletNodeIP(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -57,8 +58,8 @@ func TestKubeletNodeIP(t *testing.T) {
 		if hasTaint(n, uninitializedTaint) {
 			return errNotYet
 		}
-		want := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.99.1.5"}, {Type: v1.NodeHostName, Address: vip.Name},
-			{Type: v1.NodeExternalIP, Address: "10.99.1.100"}}
+		want := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.99.1.5"}, {Type: v1.NodeExternalIP, Address: "10.99.1.5"},
+			{Type: v1.NodeHostName, Address: vip.Name}}
 		if !slices.Equal(n.Status.Addresses, want) {
 			return fmt.Errorf("addresses %v, want %v", n.Status.Addresses, want)
 		}

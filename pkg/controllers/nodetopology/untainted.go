@@ -63,7 +63,7 @@ func (c *Controller) syncUntainted(ctx context.Context, node *v1.Node) error {
 		// cluster may have Nodes that are not vSphere VMs); a change
 		// notification brings it back.
 		c.opts.Metrics.setUntainted(c.untainted.set(node.Name, false))
-		klog.FromContext(ctx).V(2).Info("Node joined without the uninitialized taint; no VM found for it", "node", node.Name, "err", err)
+		klog.FromContext(ctx).V(2).Info("Node joined without the uninitialized taint; its VM is not found, or cannot be answered for", "node", node.Name, "err", err)
 		return nil
 	}
 	c.opts.Metrics.setUntainted(c.untainted.set(node.Name, true))
