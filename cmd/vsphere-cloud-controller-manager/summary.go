@@ -68,6 +68,8 @@ func printSummary(w io.Writer, path string, cfg *config.Config, resolved map[str
 	switch {
 	case cfg.Nodes.SkipNodeDeletion:
 		fmt.Fprintf(w, "node deletion:   never (%s is set)\n", config.SkipNodeDeletionEnv)
+	case cfg.Nodes.Deletion == config.DeletionOnProof && cfg.Nodes.DeletionDelay > 0:
+		fmt.Fprintf(w, "node deletion:   %s, once proven for %s\n", cfg.Nodes.Deletion, cfg.Nodes.DeletionDelay)
 	default:
 		fmt.Fprintf(w, "node deletion:   %s\n", cfg.Nodes.Deletion)
 	}

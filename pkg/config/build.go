@@ -553,6 +553,7 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 		InternalVMNetworkName:  deref(raw.InternalVMNetworkName),
 		ExternalVMNetworkName:  deref(raw.ExternalVMNetworkName),
 		Deletion:               DeletionPolicy(deref(raw.Deletion)),
+		DeletionDelay:          deref(raw.DeletionDelay),
 		AdoptUntainted:         deref(raw.AdoptUntainted),
 	}
 	if raw.Deletion == nil {

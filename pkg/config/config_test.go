@@ -160,6 +160,9 @@ func TestValidFixtures(t *testing.T) {
 				!slices.Equal(l.Placement, []PlacementLabel{PlacementHost, PlacementCluster, PlacementHostGroup}) {
 				t.Errorf("labels: %+v", l)
 			}
+			if cfg.Nodes.DeletionDelay != 15*time.Minute {
+				t.Errorf("deletionDelay: %v", cfg.Nodes.DeletionDelay)
+			}
 			if o := cfg.Nodes.OutOfService; !o.Enabled || o.NotReadyFor != 2*time.Minute || o.PoweredOffFor != DefaultOutOfServicePoweredOffFor {
 				t.Errorf("outOfService: %+v", o)
 			}

@@ -64,6 +64,7 @@ type yamlNodes struct {
 	ExternalVMNetworkName            string               `json:"externalVmNetworkName,omitempty"`
 	LookupOrder                      []LookupMethod       `json:"lookupOrder"`
 	Deletion                         DeletionPolicy       `json:"deletion"`
+	DeletionDelay                    string               `json:"deletionDelay,omitempty"`
 	OutOfService                     *yamlOutOfService    `json:"outOfService,omitempty"`
 	ServingCertificates              *ServingCertificates `json:"servingCertificates,omitempty"`
 	AdoptUntainted                   bool                 `json:"adoptUntainted,omitempty"`
@@ -138,6 +139,9 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			Deletion:                         cfg.Nodes.Deletion,
 			AdoptUntainted:                   cfg.Nodes.AdoptUntainted,
 		},
+	}
+	if d := cfg.Nodes.DeletionDelay; d > 0 {
+		f.Nodes.DeletionDelay = d.String()
 	}
 	if o := cfg.Nodes.OutOfService; o != (OutOfService{NotReadyFor: DefaultOutOfServiceNotReadyFor, PoweredOffFor: DefaultOutOfServicePoweredOffFor}) {
 		f.Nodes.OutOfService = &yamlOutOfService{Enabled: o.Enabled, NotReadyFor: o.NotReadyFor.String(), PoweredOffFor: o.PoweredOffFor.String()}

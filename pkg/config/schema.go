@@ -135,6 +135,8 @@ type rawNodes struct {
 	LookupOrder *[]string `yaml:"lookupOrder" ini:"lookup-order"`
 	// Extension: when a VM may be reported gone (onProof, never).
 	Deletion *string `yaml:"deletion" ini:"deletion"`
+	// Extension: how long a VM stays proven gone before it is reported gone.
+	DeletionDelay *time.Duration `yaml:"deletionDelay" ini:"-"`
 	// Extension: the out-of-service taint policy.
 	OutOfService *rawOutOfService `yaml:"outOfService" ini:"-"`
 	// Extension: kubelet serving certificate requests checked against vCenter.

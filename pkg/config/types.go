@@ -355,6 +355,12 @@ type Nodes struct {
 	LookupOrder []LookupMethod `json:"lookupOrder" validate:"min=1,unique,dive,oneof=uuid vmName guestHostname"`
 	// Deletion is when a VM may be reported gone (default onProof).
 	Deletion DeletionPolicy `json:"deletion" validate:"oneof=onProof never"`
+	// DeletionDelay (nodes.deletionDelay, default 0: at once, as the
+	// reference): a VM is reported gone only once its absence has been
+	// proven at every check for this long, so that a VM removed from the
+	// inventory and registered again (maintenance, a host removed and added
+	// back) keeps its Node. At most a day.
+	DeletionDelay time.Duration `json:"deletionDelay,omitempty" validate:"min=0,max=86400000000000"`
 	// SkipNodeDeletion is set when the environment has SKIP_NODE_DELETION
 	// (any value), the reference CCM's switch: a VM proven gone is then
 	// reported as an error, as the reference does, so its Node is kept.

@@ -28,6 +28,9 @@ const (
 	// ReasonNodeIPNotOnVM: the kubelet's node IP cannot be an address of
 	// the Node (see NodeIPError).
 	ReasonNodeIPNotOnVM = "NodeIPNotOnVM"
+	// ReasonDeletionDelayed: a Node's VM is proven gone, and the Node is
+	// kept for nodes.deletionDelay (see DeletionDelayedError).
+	ReasonDeletionDelayed = "DeletionDelayed"
 )
 
 // reason classifies an error; "" means no event.
@@ -41,6 +44,7 @@ func reason(err error, notFoundIsProblem bool) string {
 	var ge *topology.GroupError
 	var nc *NotConfiguredError
 	var ne *NodeIPError
+	var de *DeletionDelayedError
 	switch {
 	case err == nil:
 		return ""
@@ -48,6 +52,8 @@ func reason(err error, notFoundIsProblem bool) string {
 		return ReasonVCenterNotConfigured
 	case errors.As(err, &ne):
 		return ReasonNodeIPNotOnVM
+	case errors.As(err, &de):
+		return ReasonDeletionDelayed
 	case errors.As(err, &ge):
 		return ReasonHostGroupZoneInvalid
 	case errors.Is(err, inventory.ErrAmbiguous):

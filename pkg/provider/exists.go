@@ -24,6 +24,9 @@ const (
 	VerdictKept = "kept_by_policy"
 	// VerdictUnproven: not found, but without proof; an error is returned.
 	VerdictUnproven = "unproven"
+	// VerdictDelayed: proven absent, but not yet for nodes.deletionDelay;
+	// an error is returned.
+	VerdictDelayed = "delayed"
 )
 
 // UnprovenAbsenceError says a Node's VM was not found but its absence is
@@ -78,16 +81,22 @@ func (e *NotConfiguredError) Error() string {
 // consulted.
 func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	p.opts.Metrics.call("InstanceExists")
+	uuid, _ := providerid.UUID(node.Spec.ProviderID) // "" if not this provider's: never proven absent
 	_, err := p.FindVM(ctx, node)
 	if err == nil {
+		p.absences.found(uuid)
 		return true, nil
 	}
 	if !errors.Is(err, inventory.ErrNotFound) {
+		p.absences.found(uuid) // not proven at this check
 		p.warn(node, err, false)
 		return false, err
 	}
 	log := klog.FromContext(ctx).WithValues("node", node.Name)
 	vcenters, perr := p.proveAbsent(ctx, node)
+	if perr != nil {
+		p.absences.found(uuid)
+	}
 	switch {
 	case perr != nil:
 		p.countVerdict(VerdictUnproven)
@@ -104,6 +113,15 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 		p.countVerdict(VerdictKept)
 		log.Info("VM of node is gone; the Node is kept because nodes.deletion is never", "vcenters", vcenters, "detail", err)
 		return true, nil
+	}
+	if d := p.cfg.Nodes.DeletionDelay; d > 0 {
+		if since, now := p.absences.proven(uuid); now.Sub(since) < d {
+			p.countVerdict(VerdictDelayed)
+			derr := &DeletionDelayedError{Node: node.Name, Since: since, Until: since.Add(d), Delay: d}
+			log.Info("VM of node is gone; the Node is kept until nodes.deletionDelay has passed", "vcenters", vcenters, "detail", derr)
+			p.warn(node, derr, false)
+			return false, derr
+		}
 	}
 	p.countVerdict(VerdictGone)
 	log.Info("VM of node is gone: its BIOS UUID is in no vCenter; Kubernetes will delete the Node", "vcenters", vcenters, "detail", err)

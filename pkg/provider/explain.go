@@ -112,7 +112,11 @@ func (p *Provider) DeletionPolicy() string {
 	case p.cfg.Nodes.Deletion == config.DeletionNever:
 		return "never: nodes.deletion is never"
 	}
-	return "on proof: a Node with a vsphere:// providerID whose VM every configured vCenter proves absent"
+	policy := "on proof: a Node with a vsphere:// providerID whose VM every configured vCenter proves absent"
+	if d := p.cfg.Nodes.DeletionDelay; d > 0 {
+		policy += fmt.Sprintf(", at every check for %s (nodes.deletionDelay)", d)
+	}
+	return policy
 }
 
 // Explain resolves every VM in scope (or only vms, when given) and

@@ -66,8 +66,9 @@ vsphere_ccm_node_lookups_total{result="ambiguous"} 0
 vsphere_ccm_node_lookups_total{result="error"} 1
 vsphere_ccm_node_lookups_total{result="found"} 1
 vsphere_ccm_node_lookups_total{result="not_found"} 0
-# HELP vsphere_ccm_vm_absence_verdicts_total [ALPHA] InstanceExists verdicts on VMs not found: gone (the Node is deleted), kept_by_policy (nodes.deletion: never), unproven (kept, error).
+# HELP vsphere_ccm_vm_absence_verdicts_total [ALPHA] InstanceExists verdicts on VMs not found: gone (the Node is deleted), kept_by_policy (nodes.deletion: never), unproven (kept, error), delayed (proven, kept for nodes.deletionDelay, error).
 # TYPE vsphere_ccm_vm_absence_verdicts_total counter
+vsphere_ccm_vm_absence_verdicts_total{verdict="delayed"} 0
 vsphere_ccm_vm_absence_verdicts_total{verdict="gone"} 0
 vsphere_ccm_vm_absence_verdicts_total{verdict="kept_by_policy"} 0
 vsphere_ccm_vm_absence_verdicts_total{verdict="unproven"} 0

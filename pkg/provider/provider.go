@@ -97,6 +97,7 @@ type Provider struct {
 	// they are (RetryDue).
 	progress, arrivals atomic.Uint64
 	kube               kubernetes.Interface
+	absences           *absences // see nodes.deletionDelay
 
 	startMu   sync.Mutex    // serializes Start and Close
 	started   chan struct{} // closed once Start has succeeded: the fields above are set
@@ -122,7 +123,7 @@ func New(cfg *config.Config, opts Options) (*Provider, error) {
 	if opts.VCenter.Clock == nil {
 		opts.VCenter.Clock = opts.Clock
 	}
-	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{})}
+	p := &Provider{cfg: cfg, opts: opts, started: make(chan struct{}), absences: newAbsences(opts.Clock)}
 	if m := opts.Metrics; m != nil {
 		m.configured(cfg) // every replica, the standby too
 	}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
@@ -169,6 +170,36 @@ func TestSkipNodeDeletion(t *testing.T) {
 	n, err := h.node(vm.Name)
 	if err != nil || n.DeletionTimestamp != nil {
 		t.Fatalf("the Node of the destroyed VM: %v (%v); want it kept", n, err)
+	}
+}
+
+// TestDeletionDelayKeepsTheNode: with nodes.deletionDelay, the Node of a
+// destroyed VM is kept while the delay runs: the real lifecycle
+// controller asks again and again, and each answer is a DeletionDelayed
+// error (and one event), never a deletion.
+func TestDeletionDelayKeepsTheNode(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.configTail = "nodes:\n  deletionDelay: 1h\n"
+	h.writeConfig(nil)
+	ccm := h.startCCM()
+	c := h.fleet.VCenter("vc-c")
+	vm := c.VMs[0]
+	h.register(t, vm, false)
+	h.waitInitialized(t, vm)
+	destroy(t, h, c, vm)
+	h.waitEvent(t, vm.Name, provider.ReasonDeletionDelayed, "its VM is gone", "nodes.deletionDelay 1h0m0s")
+	// The sync point: two passes of the lifecycle controller kept it.
+	const kept = "the Node is kept until nodes.deletionDelay has passed"
+	poll.NoError(t, "the Node kept twice", time.Minute, func() error {
+		if n := strings.Count(ccm.LogText(), kept); n < 2 {
+			return fmt.Errorf("%d times: %w", n, errNotYet)
+		}
+		return nil
+	})
+	n, err := h.node(vm.Name)
+	if err != nil || n.DeletionTimestamp != nil {
+		t.Fatalf("the Node of the destroyed VM: %v (%v); want it kept for the delay", n, err)
 	}
 }
 

@@ -1,0 +1,69 @@
+package provider_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+)
+
+// TestDeletionDelay: with nodes.deletionDelay, a VM proven gone is
+// reported gone only once it has been proven gone at every check (the node
+// lifecycle controller's, a fake clock's minute apart) for the delay; a
+// VM that comes back (a VM registered again with its UUID) starts it
+// over, and so does a silence longer than a minute between checks.
+func TestDeletionDelay(t *testing.T) {
+	e := stretched(t, "labels:\n  zone: k8s-zone\n  region: k8s-region\nnodes:\n  deletionDelay: 10m\n", nil)
+	fake := clocktesting.NewFakeClock(time.Now())
+	e.p.SetAbsenceClock(fake)
+	const uuid = "4299ffff-0000-4000-8000-0000000000aa"
+	ghost := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ghost"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuid}}
+	delayedSince := func(at string) time.Time {
+		t.Helper()
+		ok, err := e.p.InstanceExists(e.ctx, ghost)
+		var de *provider.DeletionDelayedError
+		if ok || !errors.As(err, &de) {
+			t.Fatalf("%s: InstanceExists = %v, %v; want a DeletionDelayedError", at, ok, err)
+		}
+		return de.Since
+	}
+	start := fake.Now()
+	for i := range 10 { // a check a minute: 0 to 9 minutes
+		if since := delayedSince(fmt.Sprintf("%d minutes in", i)); !since.Equal(start) {
+			t.Fatalf("since %v, want %v", since, start)
+		}
+		fake.Step(time.Minute)
+	}
+	if ok, err := e.p.InstanceExists(e.ctx, ghost); ok || err != nil {
+		t.Fatalf("after the delay: InstanceExists = %v, %v; want false (gone)", ok, err)
+	}
+
+	// A silence beyond a minute: the next check starts over.
+	fake.Step(2 * time.Minute)
+	if since := delayedSince("after a silence"); !since.Equal(fake.Now()) {
+		t.Errorf("after a silence: since %v, want %v", since, fake.Now())
+	}
+
+	// The VM comes back (registered again: a VM with its UUID), then goes.
+	b := e.fleet.VCenter("vc-b")
+	vm := b.VMs[0]
+	b.SetUUID(vm.Ref, uuid)
+	poll.True(t, "the VM back", func() bool {
+		ok, err := e.p.InstanceExists(e.ctx, ghost)
+		return ok && err == nil
+	})
+	b.SetUUID(vm.Ref, vm.UUID)
+	fake.Step(30 * time.Second) // within the gap: only the VM found starts over
+	poll.True(t, "the VM gone again, delayed from now", func() bool {
+		ok, err := e.p.InstanceExists(e.ctx, ghost)
+		var de *provider.DeletionDelayedError
+		return !ok && errors.As(err, &de) && de.Since.Equal(fake.Now())
+	})
+}
