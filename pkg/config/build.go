@@ -559,6 +559,9 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 	if raw.Deletion == nil {
 		n.Deletion = DeletionOnProof
 	}
+	if n.DeletionDelay > 0 && n.Deletion == DeletionNever {
+		b.warnf("nodes.deletionDelay", "nodes.deletionDelay has no effect with nodes.deletion: never (no Node is deleted for a missing VM); remove one of them")
+	}
 	oos := raw.OutOfService
 	if oos == nil {
 		oos = &rawOutOfService{}

@@ -428,3 +428,22 @@ func TestINILabelExtensions(t *testing.T) {
 		t.Errorf("default onDrift: %v, %v", cfg, err)
 	}
 }
+
+// TestDeletionDelayWithoutDeletion: a delay with deletion never is a
+// warning naming the field, at its line; the config loads.
+func TestDeletionDelayWithoutDeletion(t *testing.T) {
+	text := "vcenter:\n  vc:\n    server: vc.example.com\n    user: u\n    password: p\n    datacenters: [dc]\nnodes:\n  deletion: never\n  deletionDelay: 10m\n"
+	cfg, warns, err := Parse("delay.yaml", []byte(text), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Nodes.DeletionDelay != 10*time.Minute {
+		t.Errorf("deletionDelay %v", cfg.Nodes.DeletionDelay)
+	}
+	for _, w := range warns {
+		if w.Field == "nodes.deletionDelay" && strings.Contains(w.Message, "no effect with nodes.deletion: never") {
+			return
+		}
+	}
+	t.Errorf("warnings %v: none about nodes.deletionDelay", warns)
+}

@@ -15,10 +15,10 @@ import (
 )
 
 // TestDeletionDelay: with nodes.deletionDelay, a VM proven gone is
-// reported gone only once it has been proven gone at every check (the node
-// lifecycle controller's, a fake clock's minute apart) for the delay; a
-// VM that comes back (a VM registered again with its UUID) starts it
-// over, and so does a silence longer than a minute between checks.
+// reported gone only once it has been proven gone, and not found since,
+// for the delay, with checks (the node lifecycle controller's) up to the
+// gap apart; a VM that comes back (a VM registered again with its UUID)
+// starts it over, and so does a silence longer than the gap.
 func TestDeletionDelay(t *testing.T) {
 	e := stretched(t, "labels:\n  zone: k8s-zone\n  region: k8s-region\nnodes:\n  deletionDelay: 10m\n", nil)
 	fake := clocktesting.NewFakeClock(time.Now())
@@ -35,18 +35,19 @@ func TestDeletionDelay(t *testing.T) {
 		return de.Since
 	}
 	start := fake.Now()
-	for i := range 10 { // a check a minute: 0 to 9 minutes
-		if since := delayedSince(fmt.Sprintf("%d minutes in", i)); !since.Equal(start) {
-			t.Fatalf("since %v, want %v", since, start)
+	for i, step := range []time.Duration{0, 3 * time.Minute, 5 * time.Minute} { // passes slower than a minute
+		fake.Step(step)
+		if since := delayedSince(fmt.Sprintf("check %d", i)); !since.Equal(start) {
+			t.Fatalf("check %d: since %v, want %v", i, since, start)
 		}
-		fake.Step(time.Minute)
 	}
+	fake.Step(2 * time.Minute) // 10 minutes in
 	if ok, err := e.p.InstanceExists(e.ctx, ghost); ok || err != nil {
 		t.Fatalf("after the delay: InstanceExists = %v, %v; want false (gone)", ok, err)
 	}
 
-	// A silence beyond a minute: the next check starts over.
-	fake.Step(2 * time.Minute)
+	// A silence beyond the gap (the delay, 10 minutes): starts over.
+	fake.Step(11 * time.Minute)
 	if since := delayedSince("after a silence"); !since.Equal(fake.Now()) {
 		t.Errorf("after a silence: since %v, want %v", since, fake.Now())
 	}
@@ -60,7 +61,7 @@ func TestDeletionDelay(t *testing.T) {
 		return ok && err == nil
 	})
 	b.SetUUID(vm.Ref, vm.UUID)
-	fake.Step(30 * time.Second) // within the gap: only the VM found starts over
+	fake.Step(30 * time.Second) // within the gap: only the VM found starts it over
 	poll.True(t, "the VM gone again, delayed from now", func() bool {
 		ok, err := e.p.InstanceExists(e.ctx, ghost)
 		var de *provider.DeletionDelayedError

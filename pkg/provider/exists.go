@@ -81,22 +81,16 @@ func (e *NotConfiguredError) Error() string {
 // consulted.
 func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	p.opts.Metrics.call("InstanceExists")
-	uuid, _ := providerid.UUID(node.Spec.ProviderID) // "" if not this provider's: never proven absent
-	_, err := p.FindVM(ctx, node)
+	_, err := p.FindVM(ctx, node) // found: forgets any absence (nodes.deletionDelay)
 	if err == nil {
-		p.absences.found(uuid)
 		return true, nil
 	}
 	if !errors.Is(err, inventory.ErrNotFound) {
-		p.absences.found(uuid) // not proven at this check
 		p.warn(node, err, false)
 		return false, err
 	}
 	log := klog.FromContext(ctx).WithValues("node", node.Name)
 	vcenters, perr := p.proveAbsent(ctx, node)
-	if perr != nil {
-		p.absences.found(uuid)
-	}
 	switch {
 	case perr != nil:
 		p.countVerdict(VerdictUnproven)
@@ -115,7 +109,12 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 		return true, nil
 	}
 	if d := p.cfg.Nodes.DeletionDelay; d > 0 {
-		if since, now := p.absences.proven(uuid); now.Sub(since) < d {
+		uuid, _ := providerid.UUID(node.Spec.ProviderID) // proven absent: the Node has one
+		since, now, restarted := p.absences.proven(uuid, max(minAbsenceGap, d))
+		if restarted {
+			log.Info("VM of node proven gone again after a silence longer than the gap; nodes.deletionDelay starts over", "gap", max(minAbsenceGap, d))
+		}
+		if now.Sub(since) < d {
 			p.countVerdict(VerdictDelayed)
 			derr := &DeletionDelayedError{Node: node.Name, Since: since, Until: since.Add(d), Delay: d}
 			log.Info("VM of node is gone; the Node is kept until nodes.deletionDelay has passed", "vcenters", vcenters, "detail", derr)

@@ -31,6 +31,11 @@ func (p *Provider) FindVM(ctx context.Context, node *v1.Node) (inventory.VM, err
 	if p.opts.Metrics != nil {
 		p.opts.Metrics.lookup(err)
 	}
+	if err == nil {
+		// Any lookup that finds it (the status pass, the node-topology
+		// controller's, InstanceExists) ends a VM's proven absence.
+		p.absences.found(vm.UUID)
+	}
 	return vm, err
 }
 
