@@ -232,13 +232,17 @@ func (c *Client) newTransport(base *http.Transport) (*http.Transport, error) {
 }
 
 func (c *Client) logout(s *Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	if s.REST != nil && s.mode != secret.ModeSharedSession {
 		// A shared session's REST client uses the SOAP session: the SOAP
 		// logout ends both.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.REST.Logout(ctx)
+		cancel()
 	}
+	// A time of its own: a slow REST logout must not leave the SOAP
+	// session open on the vCenter (it counts against its session limit).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	_ = session.NewManager(s.VIM).Logout(ctx)
 	// Each session has its own transport (SOAP and REST share it): its
 	// idle connections, two goroutines each, would stay open until the
