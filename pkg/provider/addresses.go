@@ -56,19 +56,7 @@ func Addresses(vm inventory.VM, rules config.Nodes, families []config.IPFamily) 
 			out = append(out, na)
 		}
 	}
-	var cands []candidate
-	var networks []string
-	for _, nic := range vm.NICs {
-		if nic.DeviceConfigID == -1 {
-			continue
-		}
-		networks = append(networks, nic.Network)
-		for _, text := range nic.IPs {
-			if ip := net.ParseIP(text); usable(ip) {
-				cands = append(cands, candidate{text, ip, nic.Network})
-			}
-		}
-	}
+	cands, networks := guestCandidates(vm)
 	in, ex := rules.InternalVMNetworkName, rules.ExternalVMNetworkName
 	if in != "" && ex != "" && !containsFold(networks, in) && !containsFold(networks, ex) {
 		return nil, fmt.Errorf("VM %s has no NIC on network %q (nodes.internalVmNetworkName) or %q (nodes.externalVmNetworkName)", vm.Location(), in, ex)
@@ -126,6 +114,24 @@ func Addresses(vm inventory.VM, rules config.Nodes, families []config.IPFamily) 
 		}
 	}
 	return out, nil
+}
+
+// guestCandidates are the usable addresses of vm's NICs, in NIC order, and
+// the networks of those NICs, guest-only adapters (deviceConfigId -1)
+// skipped.
+func guestCandidates(vm inventory.VM) (cands []candidate, networks []string) {
+	for _, nic := range vm.NICs {
+		if nic.DeviceConfigID == -1 {
+			continue
+		}
+		networks = append(networks, nic.Network)
+		for _, text := range nic.IPs {
+			if ip := net.ParseIP(text); usable(ip) {
+				cands = append(cands, candidate{text, ip, nic.Network})
+			}
+		}
+	}
+	return cands, networks
 }
 
 // usable is false for what is only reachable inside the guest (and for text

@@ -110,9 +110,10 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 	}
 	if d := p.cfg.Nodes.DeletionDelay; d > 0 {
 		uuid, _ := providerid.UUID(node.Spec.ProviderID) // proven absent: the Node has one
-		since, now, restarted := p.absences.proven(uuid, max(minAbsenceGap, d))
+		gap := max(minAbsenceGap, d)
+		since, now, restarted := p.absences.proven(uuid, gap)
 		if restarted {
-			log.Info("VM of node proven gone again after a silence longer than the gap; nodes.deletionDelay starts over", "gap", max(minAbsenceGap, d))
+			log.Info("VM of node proven gone again after a silence longer than the gap; nodes.deletionDelay starts over", "gap", gap)
 		}
 		if now.Sub(since) < d {
 			p.countVerdict(VerdictDelayed)

@@ -89,21 +89,13 @@ func nodeIPAllowed(ip net.IP, vm inventory.VM, rules config.Nodes, families []co
 	if ip.To4() != nil {
 		fam = config.IPv4
 	}
+	cands, _ := guestCandidates(vm)
 	var reported []string
 	var found *inventory.NIC // ip's NIC, with ip alone as the guest writes it
-	for _, nic := range vm.NICs {
-		if nic.DeviceConfigID == -1 {
-			continue
-		}
-		for _, t := range nic.IPs {
-			a := net.ParseIP(t)
-			if !usable(a) {
-				continue
-			}
-			reported = append(reported, t)
-			if found == nil && a.Equal(ip) {
-				found = &inventory.NIC{Network: nic.Network, DeviceConfigID: nic.DeviceConfigID, IPs: []string{t}}
-			}
+	for _, c := range cands {
+		reported = append(reported, c.text)
+		if found == nil && c.ip.Equal(ip) {
+			found = &inventory.NIC{Network: c.network, IPs: []string{c.text}}
 		}
 	}
 	switch {
