@@ -120,17 +120,25 @@ func TestDestroyedVM(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	h.startCCM()
-	c := h.fleet.VCenter("vc-c")
-	vm := c.VMs[0]
-	h.register(t, vm, false)
-	h.waitInitialized(t, vm)
-	destroy(t, h, c, vm)
+	vm := initializedThenDestroyed(t, h)
 	poll.NoError(t, "node deleted", 30*time.Second, func() error {
 		if _, err := h.node(vm.Name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("node still there (%v)", err)
 		}
 		return nil
 	})
+}
+
+// initializedThenDestroyed registers the Node of vc-c's first VM, waits
+// until the running CCM has initialized it, then destroys the VM.
+func initializedThenDestroyed(t *testing.T, h *harness) vcsim.VM {
+	t.Helper()
+	c := h.fleet.VCenter("vc-c")
+	vm := c.VMs[0]
+	h.register(t, vm, false)
+	h.waitInitialized(t, vm)
+	destroy(t, h, c, vm)
+	return vm
 }
 
 // destroy powers a VM off and destroys it, as an administrator would.
@@ -153,11 +161,7 @@ func TestSkipNodeDeletion(t *testing.T) {
 	h := setup(t)
 	h.ccmEnv = []string{"SKIP_NODE_DELETION=true"}
 	ccm := h.startCCM()
-	c := h.fleet.VCenter("vc-c")
-	vm := c.VMs[0]
-	h.register(t, vm, false)
-	h.waitInitialized(t, vm)
-	destroy(t, h, c, vm)
+	vm := initializedThenDestroyed(t, h)
 	keptTwice(t, h, ccm, vm, "the Node is kept because SKIP_NODE_DELETION is set")
 }
 
@@ -188,11 +192,7 @@ func TestDeletionDelayKeepsTheNode(t *testing.T) {
 	h.configTail = "nodes:\n  deletionDelay: 1h\n"
 	h.writeConfig(nil)
 	ccm := h.startCCM()
-	c := h.fleet.VCenter("vc-c")
-	vm := c.VMs[0]
-	h.register(t, vm, false)
-	h.waitInitialized(t, vm)
-	destroy(t, h, c, vm)
+	vm := initializedThenDestroyed(t, h)
 	h.waitEvent(t, vm.Name, provider.ReasonDeletionDelayed, "its VM is gone", "nodes.deletionDelay 1h0m0s")
 	keptTwice(t, h, ccm, vm, "the Node is kept until nodes.deletionDelay has passed")
 }
