@@ -202,6 +202,8 @@ type VCenter struct {
 	admin  *vim25.Client
 	rest   *rest.Client
 	tokens *tokenBook // STS tokens and the sessions opened with them
+	// visibility: what the system under test cannot see (Hide, Unhide).
+	visibility *visibility
 
 	mu            sync.Mutex
 	password      string
@@ -234,6 +236,8 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 	v := &VCenter{Spec: spec, Model: m, password: spec.Password, CAFile: caFile, ca: ca,
 		tags: map[[2]string]string{}, cats: map[string]string{}, tokens: newTokenBook()}
 	m.Map().SessionManager().ValidLogin = v.validLogin
+	v.visibility = newVisibility(v)
+	m.Map().Handler = v.visibility.handle
 
 	cert, leaf, err := ca.issue("127.0.0.1", "localhost")
 	if err != nil {

@@ -1,0 +1,181 @@
+package vcsim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// watcher follows every VM of a container view on the root folder through
+// its own property collector, as the inventory does.
+type watcher struct {
+	c       *vim25.Client
+	pc      *property.Collector
+	version string
+	in      map[types.ManagedObjectReference]bool
+}
+
+func watch(ctx context.Context, t *testing.T, c *vim25.Client, root types.ManagedObjectReference) *watcher {
+	t.Helper()
+	cv, err := view.NewManager(c).CreateContainerView(ctx, root, []string{"VirtualMachine"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := property.DefaultCollector(c).Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: cv.Reference(), Skip: types.NewBool(true), SelectSet: []types.BaseSelectionSpec{
+			&types.TraversalSpec{Type: "ContainerView", Path: "view"}}}},
+		PropSet: []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"name"}}},
+	}
+	if _, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	w := &watcher{c: c, pc: pc, in: map[types.ManagedObjectReference]bool{}}
+	w.next(ctx, t)
+	return w
+}
+
+// next applies one WaitForUpdatesEx answer (waiting at most 5 s).
+func (w *watcher) next(ctx context.Context, t *testing.T) {
+	t.Helper()
+	res, err := methods.WaitForUpdatesEx(ctx, w.c, &types.WaitForUpdatesEx{This: w.pc.Reference(), Version: w.version,
+		Options: &types.WaitOptions{MaxWaitSeconds: types.NewInt32(5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := res.Returnval
+	if set == nil {
+		return
+	}
+	w.version = set.Version
+	for _, fs := range set.FilterSet {
+		for _, u := range fs.ObjectSet {
+			w.in[u.Obj] = u.Kind != types.ObjectUpdateKindLeave
+		}
+	}
+}
+
+func TestHideAndUnhide(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := Start(ctx, Spec{Name: "vc-a", VMs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	vc := f.VCenter("vc-a")
+	c, err := login(ctx, t, vc, vc.User, vc.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watch(ctx, t, c, vc.RootFolder())
+	hidden, other := vc.VMs[0], vc.VMs[1]
+	if !w.in[hidden.Ref] || !w.in[other.Ref] {
+		t.Fatalf("the view holds %v before Hide", w.in)
+	}
+
+	vc.Hide(hidden.Ref)
+	w.next(ctx, t)
+	if w.in[hidden.Ref] {
+		t.Error("a hidden VM did not leave the view")
+	}
+	if !w.in[other.Ref] {
+		t.Error("another VM left the view")
+	}
+	si := object.NewSearchIndex(c)
+	if r, err := si.FindByUuid(ctx, nil, hidden.UUID, true, nil); err != nil || r != nil {
+		t.Errorf("FindByUuid of a hidden VM: %v, %v; want nothing", r, err)
+	}
+	if r, err := si.FindByUuid(ctx, nil, other.UUID, true, nil); err != nil || r == nil {
+		t.Errorf("FindByUuid of a visible VM: %v, %v", r, err)
+	}
+	var vm mo.VirtualMachine
+	err = property.DefaultCollector(c).RetrieveOne(ctx, hidden.Ref, []string{"name"}, &vm)
+	var np *types.NoPermission
+	if _, ok := fault.As(err, &np); !ok || np.PrivilegeId != "System.Read" || np.Object == nil || *np.Object != hidden.Ref {
+		t.Errorf("a direct read of a hidden VM: %v; want NoPermission (System.Read) on %s", err, hidden.Ref)
+	}
+	// A view made after Hide leaves it out too; the helper sees it.
+	if w2 := watch(ctx, t, c, vc.RootFolder()); w2.in[hidden.Ref] || !w2.in[other.Ref] {
+		t.Errorf("a view made after Hide holds %v", w2.in)
+	}
+	if r, err := object.NewSearchIndex(vc.Admin()).FindByUuid(ctx, nil, hidden.UUID, true, nil); err != nil || r == nil {
+		t.Errorf("the helper's FindByUuid of a hidden VM: %v, %v", r, err)
+	}
+
+	vc.Unhide(hidden.Ref)
+	w.next(ctx, t)
+	if !w.in[hidden.Ref] {
+		t.Error("an unhidden VM did not enter the view again")
+	}
+	if err := property.DefaultCollector(c).RetrieveOne(ctx, hidden.Ref, []string{"name"}, &vm); err != nil {
+		t.Errorf("a direct read after Unhide: %v", err)
+	}
+
+	// Hidden, then destroyed: a direct read is ManagedObjectNotFound.
+	vc.Hide(hidden.Ref)
+	destroy(ctx, t, vc, hidden.Ref)
+	err = property.DefaultCollector(c).RetrieveOne(ctx, hidden.Ref, []string{"name"}, &vm)
+	if !fault.Is(err, &types.ManagedObjectNotFound{}) {
+		t.Errorf("a direct read of a destroyed hidden VM: %v; want ManagedObjectNotFound", err)
+	}
+}
+
+func TestHideFolder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := Start(ctx, Spec{Name: "vc-a", VMs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	vc := f.VCenter("vc-a")
+	c, err := login(ctx, t, vc, vc.User, vc.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := object.NewDatacenter(vc.Admin(), vc.Datacenter(vc.VMs[0].Datacenter))
+	folders, err := dc.Folders(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watch(ctx, t, c, vc.RootFolder())
+	vc.Hide(folders.VmFolder.Reference())
+	w.next(ctx, t)
+	for _, vm := range vc.VMs {
+		if w.in[vm.Ref] {
+			t.Errorf("VM %s under a hidden folder is still in the view", vm.Name)
+		}
+		var m mo.VirtualMachine
+		if err := property.DefaultCollector(c).RetrieveOne(ctx, vm.Ref, []string{"name"}, &m); !fault.Is(err, &types.NoPermission{}) {
+			t.Errorf("a direct read of VM %s under a hidden folder: %v; want NoPermission", vm.Name, err)
+		}
+	}
+}
+
+func destroy(ctx context.Context, t *testing.T, vc *VCenter, ref types.ManagedObjectReference) {
+	t.Helper()
+	vm := object.NewVirtualMachine(vc.Admin(), ref)
+	if task, err := vm.PowerOff(ctx); err == nil {
+		_ = task.Wait(ctx)
+	}
+	task, err := vm.Destroy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
