@@ -34,7 +34,7 @@ var k8sNamespace = regexp.MustCompile(`(^|\.)(kubernetes|k8s)\.io/`)
 // labels.placement, labels.additional). It returns warnings for keys the
 // framework discards.
 func checkNodeLabels(labels map[string]string, cfg *config.Config) ([]string, error) {
-	computed := []string{provider.LabelVCenter, provider.LabelDatacenter}
+	computed := []string{provider.LabelVCenter, provider.LabelDatacenter, provider.LabelVM}
 	computed = append(computed, provider.PlacementLabelKeys(cfg.Labels.Placement)...)
 	for _, a := range cfg.Labels.Additional {
 		computed = append(computed, a.Label)

@@ -112,6 +112,10 @@ func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error, kept 
 		cur, ok := node.Labels[k]
 		switch {
 		case node.Spec.ProviderID == "" || (ok && cur == would):
+		case k == provider.LabelVM || k == provider.LabelVCenter:
+			add("label "+k, cur, would, Changes,
+				"the record of the Node's VM (its reference, in its vCenter): the node-topology controller writes it on every initialized Node once, within seconds of the switch, "+
+					"and keeps it current; a VM no view or search shows is proven gone only when vCenter answers a read of this reference with ManagedObjectNotFound")
 		case slices.Contains(kept, k):
 			add("label "+k, cur, would, Changes,
 				"a placement label (labels.placement): the node-topology controller sets it on initialized Nodes too, within seconds of the switch, and keeps it current")

@@ -98,10 +98,12 @@ func TestCompare(t *testing.T) {
 		{name: "labels this CCM adds", node: referenceNode(func(n *v1.Node) { n.Labels["vsphere.vsphere-ccm.io/datacenter"] = "dc-1" }),
 			md: metadata(func(m *cloudprovider.InstanceMetadata) {
 				m.AdditionalLabels = map[string]string{"vsphere.vsphere-ccm.io/vcenter": "vc-a", "vsphere.vsphere-ccm.io/datacenter": "dc-1",
-					"vsphere.vsphere-ccm.io/host": "esx-1", "example.com/rack": "r7"}
+					"vsphere.vsphere-ccm.io/host": "esx-1", "example.com/rack": "r7", "vsphere.vsphere-ccm.io/vm": "vm-42"}
 			}),
-			fields: []string{"label example.com/rack", "label vsphere.vsphere-ccm.io/host", "label vsphere.vsphere-ccm.io/vcenter"},
-			labels: map[string]Impact{"label example.com/rack": Note, "label vsphere.vsphere-ccm.io/host": Changes, "label vsphere.vsphere-ccm.io/vcenter": Note}},
+			// The record of the VM (vcenter, vm) is written on every Node.
+			fields: []string{"label example.com/rack", "label vsphere.vsphere-ccm.io/host", "label vsphere.vsphere-ccm.io/vcenter", "label vsphere.vsphere-ccm.io/vm"},
+			labels: map[string]Impact{"label example.com/rack": Note, "label vsphere.vsphere-ccm.io/host": Changes,
+				"label vsphere.vsphere-ccm.io/vcenter": Changes, "label vsphere.vsphere-ccm.io/vm": Changes}},
 		{name: "not initialized yet", node: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new"},
 			Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}}},
 			md: metadata(func(m *cloudprovider.InstanceMetadata) {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
@@ -24,7 +22,7 @@ func TestDeletionDelay(t *testing.T) {
 	fake := clocktesting.NewFakeClock(time.Now())
 	e.p.SetAbsenceClock(fake)
 	const uuid = "4299ffff-0000-4000-8000-0000000000aa"
-	ghost := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ghost"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuid}}
+	ghost := ghost("ghost", uuid)
 	delayedSince := func(at string) time.Time {
 		t.Helper()
 		ok, err := e.p.InstanceExists(e.ctx, ghost)

@@ -31,6 +31,14 @@ const (
 	// ReasonDeletionDelayed: a Node's VM is proven gone, and the Node is
 	// kept for nodes.deletionDelay (see DeletionDelayedError).
 	ReasonDeletionDelayed = "DeletionDelayed"
+	// ReasonVMNotVisible: a Node's VM is found by no view or search, and
+	// vCenter refused to read its recorded reference (NoPermission, see
+	// inventory.NoPermissionError): the CCM's user may no longer see it.
+	ReasonVMNotVisible = "VMNotVisible"
+	// ReasonVMReferenceUnrecorded: a Node's VM is found by no view or
+	// search, and the Node carries no record of its VM's reference (see
+	// UnrecordedError).
+	ReasonVMReferenceUnrecorded = "VMReferenceUnrecorded"
 )
 
 // reason classifies an error; "" means no event.
@@ -45,9 +53,15 @@ func reason(err error, notFoundIsProblem bool) string {
 	var nc *NotConfiguredError
 	var ne *NodeIPError
 	var de *DeletionDelayedError
+	var np *inventory.NoPermissionError
+	var ue *UnrecordedError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &np):
+		return ReasonVMNotVisible
+	case errors.As(err, &ue):
+		return ReasonVMReferenceUnrecorded
 	case errors.As(err, &nc):
 		return ReasonVCenterNotConfigured
 	case errors.As(err, &ne):

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
@@ -39,7 +37,7 @@ func TestEvents(t *testing.T) {
 			t.Fatal("conflicting tags accepted")
 		}
 	}
-	ghost := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-such-vm"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}}
+	ghost := ghost("no-such-vm", "4299ffff-0000-4000-8000-000000000000")
 	_, _ = p.InstanceMetadata(e.ctx, ghost)
 	ok, err := p.InstanceExists(e.ctx, ghost) // proven gone: not a problem to report
 	if ok || err != nil {

@@ -27,6 +27,15 @@ const (
 	// VerdictDelayed: proven absent, but not yet for nodes.deletionDelay;
 	// an error is returned.
 	VerdictDelayed = "delayed"
+	// VerdictNoPermission: found by no view or search, and vCenter refused
+	// to read the VM's recorded reference (NoPermission): the CCM's user
+	// may no longer see it. Kept, with an error and a VMNotVisible event.
+	VerdictNoPermission = "no_permission"
+	// VerdictUnrecorded: found by no view or search, and the Node carries
+	// no record of its VM's reference (LabelVM) to ask vCenter about. Kept
+	// until an operator acts, with an error and a VMReferenceUnrecorded
+	// event.
+	VerdictUnrecorded = "unrecorded"
 )
 
 // UnprovenAbsenceError says a Node's VM was not found but its absence is
@@ -93,7 +102,7 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 	vcenters, perr := p.proveAbsent(ctx, node)
 	switch {
 	case perr != nil:
-		p.countVerdict(VerdictUnproven)
+		p.countVerdict(absenceVerdict(perr))
 		uerr := &UnprovenAbsenceError{Node: node.Name, Proof: perr, Cause: err}
 		log.Info("VM of node not found, absence not proven; keeping the Node", "detail", uerr)
 		p.warn(node, uerr, true)
@@ -141,7 +150,13 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 //     unreadable (inventory.Index.AbsenceError);
 //   - the UUID, in either byte order, is in no index;
 //   - every vCenter, asked directly within a short timeout, has no VM with
-//     it in any datacenter (inventory.Inventory.ConfirmAbsent).
+//     it in any datacenter (inventory.Inventory.ConfirmAbsent);
+//   - vCenter's own word about the VM: a read of the VM's reference
+//     recorded on the Node (LabelVM, in the vCenter LabelVCenter names) is
+//     answered ManagedObjectNotFound (proveGoneByRef). Views and searches
+//     leave out what the CCM's user may not see; only this answer is about
+//     the object itself. NoPermission, any other fault, silence or no
+//     record proves nothing.
 func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, error) {
 	if !providerid.Owned(node.Spec.ProviderID) {
 		// A Node this provider never initialized (another cloud's, bare
@@ -171,6 +186,9 @@ func (p *Provider) proveAbsent(ctx context.Context, node *v1.Node) ([]string, er
 		return nil, err
 	}
 	if err := p.inv.ConfirmAbsent(ctx, uuid); err != nil {
+		return nil, err
+	}
+	if err := p.proveGoneByRef(ctx, node); err != nil {
 		return nil, err
 	}
 	return names, nil

@@ -35,7 +35,7 @@ func TestDeletionOnlyOnProof(t *testing.T) {
 	byName := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "renamed-vm"}} // no providerID, no systemUUID yet
 	bySystemUUID := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "renamed-vm-2"},
 		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: absentUUID}}}
-	byProviderID := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	byProviderID := ghost("gone", absentUUID)
 	bareUUID := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare"}, Spec: v1.NodeSpec{ProviderID: absentUUID}}
 	existing := node(e.fleet.VCenter("vc-b").VMs[0])
 	existingBare := node(e.fleet.VCenter("vc-b").VMs[1])
@@ -110,7 +110,7 @@ func TestSkipNodeDeletion(t *testing.T) {
 	must.OK(t, p.Start(e.ctx, nil))
 	defer p.Close()
 	must.OK(t, p.WaitForSync(e.ctx))
-	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	gone := ghost("gone", absentUUID)
 	if ok, err := p.InstanceExists(e.ctx, gone); ok || err == nil || !strings.Contains(err.Error(), "SKIP_NODE_DELETION") {
 		t.Errorf("gone with SKIP_NODE_DELETION: InstanceExists = %v, %v; want false and an error naming it", ok, err)
 	}
@@ -123,7 +123,7 @@ func TestSkipNodeDeletion(t *testing.T) {
 // its Node.
 func TestDeletionNever(t *testing.T) {
 	e := stretched(t, "labels:\n  zone: k8s-zone\n  region: k8s-region\nnodes:\n  deletion: never\n", nil)
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	n := ghost("gone", absentUUID)
 	if ok, err := e.p.InstanceExists(e.ctx, n); !ok || err != nil {
 		t.Errorf("InstanceExists = %v, %v; want true, nil", ok, err)
 	}
@@ -181,7 +181,7 @@ func TestUnreadableIdentityProvesNothing(t *testing.T) {
 	}
 
 	// Another VM of vc-b inaccessible: no UUID is proven absent anywhere.
-	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	gone := ghost("gone", absentUUID)
 	for _, st := range []types.VirtualMachineConnectionState{types.VirtualMachineConnectionStateInaccessible,
 		types.VirtualMachineConnectionStateOrphaned, types.VirtualMachineConnectionStateInvalid} {
 		b.SetConnectionState(b.VMs[1].Ref, st)
@@ -223,8 +223,8 @@ func TestVCenterNotConfigured(t *testing.T) {
 		})
 	}
 	// Labels naming a configured vCenter and datacenter: proven as before.
-	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{provider.LabelVCenter: "vc-a", provider.LabelDatacenter: "dc-1"}},
-		Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	n := ghost("n", absentUUID)
+	n.Labels[provider.LabelDatacenter] = "dc-1"
 	if ok, err := e.p.InstanceExists(e.ctx, n); ok || err != nil {
 		t.Errorf("configured vCenter and datacenter: InstanceExists = %v, %v; want false, nil", ok, err)
 	}
@@ -254,7 +254,7 @@ func TestLiveCheckBeforeGone(t *testing.T) {
 func TestSilentVCenter(t *testing.T) {
 	e := stretchedWith(t, "global:\n  connectTimeout: 5s\n  requestTimeout: 10m\n", "", nil,
 		provider.Options{InventoryMaxWait: time.Second})
-	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + absentUUID}}
+	gone := ghost("gone", absentUUID)
 	if ok, err := e.p.InstanceExists(e.ctx, gone); ok || err != nil {
 		t.Fatalf("before: InstanceExists = %v, %v; want false, nil", ok, err)
 	}
@@ -302,8 +302,7 @@ func TestAbsenceWithNodesElsewhere(t *testing.T) {
 	defer f.Close()
 	cfg, _, err := config.Parse("t.yaml", []byte(f.Config("global:\n  connectTimeout: 5s\n  requestTimeout: 3s\n", nil)), config.Options{})
 	must.OK(t, err)
-	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone", Labels: map[string]string{provider.LabelVCenter: "vc-a"}},
-		Spec: v1.NodeSpec{ProviderID: "vsphere://4211aaaa-0000-4000-8000-0000000000ff"}}
+	gone := ghost("gone", "4211aaaa-0000-4000-8000-0000000000ff")
 	elsewhere := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Labels: map[string]string{provider.LabelVCenter: "vc-removed"}}}
 	kube := fake.NewClientset(gone, elsewhere)
 	p, err := provider.New(cfg, provider.Options{})
@@ -352,7 +351,7 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 	must.OK(t, a.SetMode(vcsim.Down))
 	ca, _ := e.p.Pool().Client("vc-a")
 	poll.True(t, "vc-a down", func() bool {
-		_, _ = e.p.InstanceExists(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}})
+		_, _ = e.p.InstanceExists(e.ctx, ghost("probe", "4299ffff-0000-4000-8000-000000000000"))
 		return ca.Health().State == vcenter.Down
 	})
 	for _, vm := range e.fleet.VMs() {
@@ -376,7 +375,7 @@ func TestErrorsNeverMeanGone(t *testing.T) {
 			t.Errorf("%s during vc-a's outage: %v, %v", vm.Name, ok, err)
 		}
 	}
-	gone := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000001"}}
+	gone := ghost("gone", "4299ffff-0000-4000-8000-000000000001")
 	if ok, err := e.p.InstanceExists(e.ctx, gone); ok || err == nil || !errors.Is(err, vcenter.ErrUnavailable) {
 		t.Errorf("unknown VM while vc-a is down: %v, %v; want an error, never false", ok, err)
 	}

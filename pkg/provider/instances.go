@@ -207,6 +207,9 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 			md.AdditionalLabels[k] = lv
 		}
 	}
+	if r := recordOf(vm); r != "" { // which VM: the reference vCenter is asked about before its Node is deleted
+		md.AdditionalLabels[LabelVM] = r
+	}
 	for k, v := range placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm) {
 		if v != "" {
 			md.AdditionalLabels[k] = v

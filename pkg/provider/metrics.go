@@ -48,7 +48,7 @@ const MetricRequestsTotal = namespace + "_vcenter_requests_total"
 var (
 	loginResults    = []string{"success", "rejected", "ticket_refused", "error"}
 	lookupResults   = []string{"found", "not_found", "ambiguous", "error"}
-	absenceVerdicts = []string{VerdictGone, VerdictKept, VerdictUnproven, VerdictDelayed}
+	absenceVerdicts = []string{VerdictGone, VerdictKept, VerdictUnproven, VerdictDelayed, VerdictNoPermission, VerdictUnrecorded}
 )
 
 // NewMetrics creates the metrics (not registered).
@@ -116,7 +116,7 @@ func newMetrics() *Metrics {
 			Help:           "Calls of the framework's controllers into the provider, by method (InstanceMetadata: node initialization and status passes; InstanceExists, InstanceShutdown: node lifecycle).",
 			StabilityLevel: metrics.ALPHA}, []string{"method"}),
 		verdicts: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "vm_absence_verdicts_total",
-			Help:           "InstanceExists verdicts on VMs not found: gone (the Node is deleted), kept_by_policy (nodes.deletion: never), unproven (kept, error), delayed (proven, kept for nodes.deletionDelay, error).",
+			Help:           "InstanceExists verdicts on VMs not found: gone (the Node is deleted), kept_by_policy (nodes.deletion: never), unproven (kept, error), delayed (proven, kept for nodes.deletionDelay, error), no_permission (vCenter refused to read the VM's recorded reference: kept, error), unrecorded (no record of the VM's reference on the Node: kept, error).",
 			StabilityLevel: metrics.ALPHA}, []string{"verdict"}),
 		vcDownFor: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_unusable_seconds",
 			Help:           "Seconds since the vCenter became unusable (down, or its inventory not current); 0 while usable. Alert on it instead of a liveness probe.",

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
@@ -38,7 +36,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := p.InstanceMetadata(e.ctx, node(vm)); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = p.InstanceExists(e.ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-000000000000"}})
+	_, _ = p.InstanceExists(e.ctx, ghost("x", "4299ffff-0000-4000-8000-000000000000"))
 	m.Refresh(p)
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP vsphere_ccm_vcenter_up [ALPHA] 1 when the vCenter is connected or degraded, 0 when down.
@@ -66,12 +64,14 @@ vsphere_ccm_node_lookups_total{result="ambiguous"} 0
 vsphere_ccm_node_lookups_total{result="error"} 1
 vsphere_ccm_node_lookups_total{result="found"} 1
 vsphere_ccm_node_lookups_total{result="not_found"} 0
-# HELP vsphere_ccm_vm_absence_verdicts_total [ALPHA] InstanceExists verdicts on VMs not found: gone (the Node is deleted), kept_by_policy (nodes.deletion: never), unproven (kept, error), delayed (proven, kept for nodes.deletionDelay, error).
+# HELP vsphere_ccm_vm_absence_verdicts_total [ALPHA] InstanceExists verdicts on VMs not found: gone (the Node is deleted), kept_by_policy (nodes.deletion: never), unproven (kept, error), delayed (proven, kept for nodes.deletionDelay, error), no_permission (vCenter refused to read the VM's recorded reference: kept, error), unrecorded (no record of the VM's reference on the Node: kept, error).
 # TYPE vsphere_ccm_vm_absence_verdicts_total counter
 vsphere_ccm_vm_absence_verdicts_total{verdict="delayed"} 0
 vsphere_ccm_vm_absence_verdicts_total{verdict="gone"} 0
 vsphere_ccm_vm_absence_verdicts_total{verdict="kept_by_policy"} 0
+vsphere_ccm_vm_absence_verdicts_total{verdict="no_permission"} 0
 vsphere_ccm_vm_absence_verdicts_total{verdict="unproven"} 0
+vsphere_ccm_vm_absence_verdicts_total{verdict="unrecorded"} 0
 `), "vsphere_ccm_vcenter_up", "vsphere_ccm_vcenter_logins_total", "vsphere_ccm_node_lookups_total", "vsphere_ccm_vm_absence_verdicts_total")
 	if err != nil {
 		t.Error(err)

@@ -50,18 +50,24 @@ func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, err
 }
 
 // placementWanted is the placement labels node should carry: those of
-// labels.placement, and the vCenter and datacenter labels whenever the
-// Node carries them (this CCM set them at initialization). Those two are
-// kept current even without labels.placement: the deletion rules read
+// labels.placement; the record of its VM (LabelVM, and LabelVCenter that
+// says where the reference is) on every Node, those a previous CCM
+// initialized included; the datacenter label whenever the Node carries it
+// (this CCM set it at initialization). The vCenter and datacenter labels
+// are kept current even without labels.placement: the deletion rules read
 // them (a Node labelled with a vCenter no longer configured is never
-// deleted), so after a VM moved to another vCenter its Node must name it.
+// deleted, a VM is proven gone by its recorded reference), so after a VM
+// moved to another vCenter or was registered again its Node must name it.
 func (p *Provider) placementWanted(node *v1.Node, vm inventory.VM) map[string]string {
 	want := placementOf(p.cfg.Labels.Placement, p.inv.Index(vm.VCenter), vm)
+	if want == nil {
+		want = map[string]string{}
+	}
+	if r := recordOf(vm); r != "" && vm.VCenter != "" {
+		want[LabelVM], want[LabelVCenter] = r, LabelValue(vm.VCenter)
+	}
 	for k, v := range map[string]string{LabelVCenter: vm.VCenter, LabelDatacenter: vm.Datacenter} {
 		if _, has := node.Labels[k]; has && v != "" {
-			if want == nil {
-				want = map[string]string{}
-			}
 			want[k] = LabelValue(v)
 		}
 	}

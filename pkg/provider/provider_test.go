@@ -82,12 +82,32 @@ func node(vm vcsim.VM) *v1.Node {
 	}
 }
 
+// destroyedRef is a VM reference no simulated vCenter has: that of a VM
+// destroyed.
+const destroyedRef = "vm-999999"
+
+// ghost is a Node this CCM initialized whose VM was destroyed since: its
+// providerID has uuid, and it records (provider.LabelVM) a reference in
+// vCenter vc-a that no VM has.
+func ghost(name, uuid string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{provider.LabelVCenter: "vc-a", provider.LabelVM: destroyedRef}},
+		Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuid}}
+}
+
+// initialized is vm's Node as this CCM leaves it: its providerID, and the
+// record of its VM.
+func initialized(vm vcsim.VM) *v1.Node {
+	n := node(vm)
+	n.Spec.ProviderID = "vsphere://" + vm.UUID
+	n.Labels = map[string]string{provider.LabelVCenter: vm.VCenter, provider.LabelVM: vm.Ref.Value}
+	return n
+}
+
 func TestLifecycle(t *testing.T) {
 	e := stretched(t, "", nil)
 	b := e.fleet.VCenter("vc-b")
 	target := b.VMs[0]
-	n := node(target)
-	n.Spec.ProviderID = "vsphere://" + target.UUID
+	n := initialized(target)
 	vm := object.NewVirtualMachine(b.Admin(), target.Ref)
 
 	task, err := vm.PowerOff(e.ctx)

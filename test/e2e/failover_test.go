@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 )
 
 // leaseAcquired is what the leader-election library logs on winning.
@@ -30,21 +27,8 @@ func TestLeaderFailover(t *testing.T) {
 	h.register(t, a.VMs[0], false)
 	h.waitInitialized(t, a.VMs[0])
 
-	var leader, standby *ccm
-	poll.NoError(t, "one leader", 30*time.Second, func() error {
-		var won []*ccm
-		for _, r := range replicas {
-			if strings.Contains(r.LogText(), leaseAcquired) {
-				won = append(won, r)
-			}
-		}
-		if len(won) != 1 {
-			return fmt.Errorf("%d replicas hold the lease", len(won))
-		}
-		leader = won[0]
-		return nil
-	})
-	standby = replicas[0]
+	leader := leaderOf(t, replicas)
+	standby := replicas[0]
 	if standby == leader {
 		standby = replicas[1]
 	}

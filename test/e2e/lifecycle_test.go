@@ -199,7 +199,7 @@ func TestDeletionDelayKeepsTheNode(t *testing.T) {
 
 // TestAbsenceNeedsProof: NotReady Nodes whose VMs cannot be found are
 // deleted only on proof. One was initialized (its providerID names a BIOS
-// UUID no VM has any more), the other never was (no providerID; only its
+// UUID no VM has any more, its record a VM reference no VM has), the other never was (no providerID; only its
 // name could find a VM). While vc-b is down neither is deleted; once it is
 // back the first is (its absence is proven by BIOS UUID in every
 // vCenter), the second never is (not this provider's Node; a miss by name
@@ -216,6 +216,11 @@ func TestAbsenceNeedsProof(t *testing.T) {
 	n, err := h.node(byUUID)
 	must.OK(t, err)
 	n.Spec.ProviderID = "vsphere://4299eeee-0000-4000-8000-000000000000"
+	// Initialized by this CCM: the record of its VM, a reference no VM has now.
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[provider.LabelVCenter], n.Labels[provider.LabelVM] = "vc-a", "vm-999999"
 	_, err = h.kube.CoreV1().Nodes().Update(h.ctx, n, metav1.UpdateOptions{})
 	must.OK(t, err)
 	for _, name := range []string{byUUID, byName} {

@@ -5,8 +5,10 @@ package e2e
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
@@ -29,7 +32,8 @@ import (
 // own binary, k8s.io/cloud-provider-vsphere v1.36.0 built from
 // hack/refnode's module) on VMs with several NICs, IPv6, a VIP and static
 // addresses in guestinfo.metadata, switched to this CCM with the same
-// config: no Node is written over many node status passes (SWITCH_PASSES,
+// config: each Node is written once, with the record of its VM (nothing
+// else changes), then never again over many node status passes (SWITCH_PASSES,
 // default 60, every SWITCH_EVERY, default 1s: the count of ten minutes of
 // 10 s passes; SWITCH_EVERY=10s runs the ten minutes); a Node registered
 // after the switch gets what the reference's own code answers for it.
@@ -88,6 +92,32 @@ func TestSwitchFromReference(t *testing.T) {
 	}
 	c := h.startCCM("--node-status-update-frequency=" + every.String())
 	must.OK(t, c.WaitHealthy(h.ctx))
+	// One write per Node: the record of its VM (provider.LabelVCenter,
+	// provider.LabelVM), the reference vCenter is asked about before the
+	// Node is deleted; nothing else of the reference's Node changes.
+	var recorded *v1.NodeList
+	poll.NoError(t, "every Node records its VM", time.Minute, func() error {
+		recorded, err = h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range recorded.Items {
+			if recorded.Items[i].Labels[provider.LabelVM] == "" {
+				return fmt.Errorf("%s: no %s: %w", recorded.Items[i].Name, provider.LabelVM, errNotYet)
+			}
+		}
+		return nil
+	})
+	for i := range recorded.Items {
+		n, o := &recorded.Items[i], &was.Items[i]
+		vm := before[slices.IndexFunc(before, func(vm vcsim.VM) bool { return vm.Name == n.Name })]
+		want := maps.Clone(o.Labels)
+		want[provider.LabelVCenter], want[provider.LabelVM] = vm.VCenter, vm.Ref.Value
+		if !maps.Equal(n.Labels, want) || fmt.Sprint(n.Status.Addresses) != fmt.Sprint(o.Status.Addresses) || fmt.Sprint(n.Spec.Taints) != fmt.Sprint(o.Spec.Taints) {
+			t.Errorf("Node %s: more than its VM's record written after the switch:\n addresses %v -> %v\n labels %v -> %v\n taints %v -> %v", n.Name,
+				o.Status.Addresses, n.Status.Addresses, o.Labels, n.Labels, o.Spec.Taints, n.Spec.Taints)
+		}
+	}
 	calls := `vsphere_ccm_instance_calls_total{method="InstanceMetadata"}`
 	poll.NoError(t, fmt.Sprintf("%d node status passes", passes), time.Duration(passes)*(every+4*time.Second)+time.Minute, func() error {
 		if got := c.metric(t, calls); got < float64(passes*len(before)) {
@@ -98,9 +128,9 @@ func TestSwitchFromReference(t *testing.T) {
 	now, err := h.kube.CoreV1().Nodes().List(h.ctx, metav1.ListOptions{})
 	must.OK(t, err)
 	for i := range now.Items {
-		n, o := &now.Items[i], &was.Items[i]
+		n, o := &now.Items[i], &recorded.Items[i]
 		if n.ResourceVersion != o.ResourceVersion {
-			t.Errorf("Node %s written after the switch:\n addresses %v -> %v\n labels %v -> %v\n taints %v -> %v", n.Name,
+			t.Errorf("Node %s written after its VM's record:\n addresses %v -> %v\n labels %v -> %v\n taints %v -> %v", n.Name,
 				o.Status.Addresses, n.Status.Addresses, o.Labels, n.Labels, o.Spec.Taints, n.Spec.Taints)
 		}
 	}

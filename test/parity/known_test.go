@@ -108,6 +108,15 @@ var knowns = []known{
 	{"foreign-nodes-kept", func(f finding, c nodeCase, ref, ours answer) bool {
 		return c.name == "other-cloud-provider-id" && f.Field == "exists" && strings.HasPrefix(f.Ref, "false") && strings.HasPrefix(f.Ours, "error")
 	}},
+	// A VM is reported gone only on vCenter's word about the VM itself
+	// (ManagedObjectNotFound on the reference this CCM recorded on the
+	// Node): a Node whose VM no process of this CCM ever saw carries no
+	// record, and is kept until an operator deletes it. The reference
+	// (after a restart: it keeps the references in memory) reports it gone.
+	{"unrecorded-vm-kept", func(f finding, c nodeCase, ref, ours answer) bool {
+		return strings.HasPrefix(c.name, "destroyed-vm") && f.Field == "exists" && strings.HasPrefix(f.Ref, "false") &&
+			strings.Contains(ours.Exists.Error, "carries no record of its VM's reference")
+	}},
 	// A VM is reported gone only on proof: not while a vCenter holds VMs
 	// whose identity cannot be read (orphaned, inaccessible), any of which
 	// may be it. The reference deletes the Node.

@@ -110,6 +110,8 @@ func TestParity(t *testing.T) {
 			Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: systemUUID}}}
 		initialized := *fresh.DeepCopy()
 		initialized.Spec.ProviderID = "vsphere://" + vm.UUID
+		// As this CCM leaves it: the record of its VM.
+		initialized.Labels = map[string]string{provider.LabelVCenter: vm.VCenter, provider.LabelVM: vm.Ref.Value}
 		cases = append(cases, nodeCase{name: l.name + "/new", layout: l.name, node: fresh},
 			nodeCase{name: l.name + "/initialized", layout: l.name, node: initialized})
 		if ip := l.lastIP(); ip != "" { // a kubelet with --node-ip: the guest's last address
@@ -223,6 +225,10 @@ func strangers(vm vcsim.VM) []nodeCase {
 	destroyed := v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "destroyed-vm"},
 		Spec:   v1.NodeSpec{ProviderID: "vsphere://4299ffff-0000-4000-8000-0000000000aa"},
 		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: "4299FFFF-0000-4000-8000-0000000000AA"}}}
+	// Initialized by this CCM: it recorded its VM, a reference no VM has now.
+	recorded := *destroyed.DeepCopy()
+	recorded.Name = "destroyed-recorded-vm"
+	recorded.Labels = map[string]string{provider.LabelVCenter: "vc-a", provider.LabelVM: "vm-999999"}
 	bareUUID := v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare-uuid-provider-id"},
 		Spec: v1.NodeSpec{ProviderID: strings.ToUpper(vm.UUID)}}
 	upper := v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "upper-case-provider-id"},
@@ -233,6 +239,8 @@ func strangers(vm vcsim.VM) []nodeCase {
 		{name: "bare-metal-no-provider-id", node: bare},
 		{name: "destroyed-vm", node: destroyed},
 		{name: "destroyed-vm/SKIP_NODE_DELETION", node: destroyed, skip: true},
+		{name: "destroyed-recorded-vm", node: recorded},
+		{name: "destroyed-recorded-vm/SKIP_NODE_DELETION", node: recorded, skip: true},
 		{name: "bare-uuid-provider-id", layout: "one-nic-ipv4", node: bareUUID},
 		{name: "upper-case-provider-id", layout: "one-nic-ipv4", node: upper},
 		{name: "other-cloud-provider-id", node: foreign},
