@@ -258,6 +258,23 @@ func (s *soak) faultKinds() []fault {
 			s.truth.recomputeZones()
 			return nil, nil
 		}},
+		// The CCM user's permission on a Node VM removed, then granted
+		// again: the VM leaves views and searches, and a read of its
+		// reference is NoPermission. Its Node must stay (the invariant:
+		// no Node of an existing VM deleted).
+		{"permission on a VM removed", 2, func(ctx context.Context, s *soak) (*revert, error) {
+			n, ok := s.pickVM()
+			if !ok {
+				return nil, errSkip
+			}
+			v := s.fleet.VCenter(n.vc)
+			v.Hide(n.ref)
+			return s.after(10, 40, "permission on "+n.name+" granted again", func(context.Context) error {
+				v.Unhide(n.ref)
+				s.release("vm/" + n.name)
+				return nil
+			}), nil
+		}},
 		{"VM destroyed", 1, func(ctx context.Context, s *soak) (*revert, error) {
 			n, ok := s.pickVM()
 			if !ok {

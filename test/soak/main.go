@@ -3,7 +3,8 @@
 // against a real API server and three simulated vCenters under a seeded
 // random schedule of faults, and checks its promises all along:
 //
-//   - no Node is deleted while its VM exists anywhere;
+//   - no Node is deleted while its VM exists anywhere (hidden from the
+//     CCM's user by a permission change included);
 //   - once the faults stop, every Node's zone and region equal what its VM
 //     has (labels.onDrift: relabel), and the Nodes of destroyed VMs are gone,
 //     within 30 s;
