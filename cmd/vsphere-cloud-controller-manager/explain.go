@@ -211,6 +211,7 @@ func printExplanation(w io.Writer, ex provider.Explanation) {
 	section("Untagged placements", ex.Untagged)
 	section("Unreachable vCenters", ex.Unreachable)
 	section("vCenters that cannot prove a VM absent (no Node is deleted)", ex.Unprovable)
+	section("Privileges the CCM's user lacks (VMs there are hidden from it; no Node is deleted)", ex.MissingPrivileges)
 	section("Misplaced VMs (stretched clusters)", ex.Misplaced)
 	section("Drifted Nodes", ex.Drifted)
 	section("Deletions held (Nodes name a vCenter or datacenter not configured)", ex.DeletionsHeld)

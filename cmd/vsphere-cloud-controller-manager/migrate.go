@@ -27,6 +27,11 @@ type preflightReport struct {
 	// CCM will not; they block unless NSXTAcknowledged (--acknowledge-nsxt).
 	NSXTUnmanaged    []preflight.Unmanaged `json:"nsxtUnmanaged"`
 	NSXTAcknowledged bool                  `json:"nsxtAcknowledged"`
+	// MissingPrivileges are, per vCenter, the objects on which the CCM's
+	// user lacks System.Read: VMs there are hidden from it, and no Node is
+	// deleted for a missing VM while any is (not blocking: nothing of the
+	// switch depends on it, but grant them).
+	MissingPrivileges []string `json:"missingPrivileges,omitempty"`
 }
 
 func newMigrateCommand(ctx context.Context, env []string, stdout, stderr io.Writer) *cobra.Command {
@@ -134,6 +139,15 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 		r.NSXTUnmanaged = append(r.NSXTUnmanaged, preflight.LoadBalanced(cfg.NSXT, services.Items)...)
 	}
 	r.NSXTUnmanaged = append(r.NSXTUnmanaged, preflight.Routed(cfg.NSXT, nodes.Items)...)
+	for _, ix := range p.Inventory().Indexes() {
+		privs := ix.CheckPrivileges(ctx)
+		for _, m := range privs.Missing {
+			r.MissingPrivileges = append(r.MissingPrivileges, ix.VCenter()+": "+m.String())
+		}
+		if privs.Err != nil {
+			r.MissingPrivileges = append(r.MissingPrivileges, privs.Err.Error())
+		}
+	}
 	r.Blocking = preflight.Blocks(r.Differences) || (len(r.NSXTUnmanaged) > 0 && !o.acknowledgeNSXT)
 	if o.output == "json" {
 		enc := json.NewEncoder(o.stdout)
@@ -152,6 +166,13 @@ func (o *preflightOptions) Run(ctx context.Context) error {
 
 func printPreflight(w io.Writer, r preflightReport) {
 	printUnmanaged(w, r)
+	if len(r.MissingPrivileges) > 0 {
+		fmt.Fprintln(w, "Privileges the CCM's user lacks (VMs there are hidden from it; no Node is deleted for a missing VM until they are granted):")
+		for _, m := range r.MissingPrivileges {
+			fmt.Fprintf(w, "  %s\n", m)
+		}
+		fmt.Fprintln(w)
+	}
 	if len(r.Differences) == 0 {
 		fmt.Fprintf(w, "%d Nodes checked: this CCM would set the same providerID, zone, region, instance type and addresses on every one.\n", r.Nodes)
 		if r.Blocking {

@@ -15,14 +15,20 @@ import (
 )
 
 // AbsenceError returns nil when a miss in this index proves a VM absent
-// from the vCenter: the index is current (Status) and every VM in it has
-// a readable identity. Otherwise it says why not.
+// from the vCenter: the index is current (Status), every VM in it has a
+// readable identity, and the last privilege check found the CCM's user
+// missing System.Read on none of the objects under which its VMs are
+// (a *PrivilegeError: VMs there are hidden from views and searches).
+// Otherwise it says why not.
 func (ix *Index) AbsenceError() error {
 	if ok, _, err := ix.Status(); !ok {
 		return err
 	}
 	if u := ix.Unreadable(); len(u) > 0 {
 		return &UnreadableError{VCenter: ix.VCenter(), VMs: u}
+	}
+	if m := ix.Privileges().Missing; len(m) > 0 {
+		return &PrivilegeError{VCenter: ix.VCenter(), Missing: m}
 	}
 	return nil
 }

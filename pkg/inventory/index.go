@@ -56,6 +56,7 @@ type Index struct {
 	store    *store
 	status   *syncStatus
 	interest *interest
+	privs    privileges // the last check of the user's privileges
 	// siblings are the indexes of the inventory, this one included: set
 	// once by New, read only after (see sharedElsewhere).
 	siblings []*Index

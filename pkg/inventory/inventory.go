@@ -96,6 +96,11 @@ type Options struct {
 	// Nodes; a Node's lookup waits at most this for its VM's details. A
 	// lookup of a VM nobody read ahead never waits for it.
 	PrefetchInterval time.Duration
+	// PrivilegeCheckEvery is how often each vCenter is asked whether the
+	// CCM's user holds System.Read on the objects it must see
+	// (Index.CheckPrivileges: one request), the first time once its
+	// objects are read (default 10m; negative: never).
+	PrivilegeCheckEvery time.Duration
 	// Clock tells the time (default: the real clock). PrefetchInterval
 	// needs its AfterFunc (clock.WithDelayedExecution, as the real and the
 	// fake clocks have); without, reads ahead are not paced.
@@ -110,6 +115,9 @@ const defaultFollowInterval = 30 * time.Second
 
 // defaultFirstReadSearches is Options.FirstReadSearches when unset.
 const defaultFirstReadSearches = 100
+
+// defaultPrivilegeCheckEvery is Options.PrivilegeCheckEvery when unset.
+const defaultPrivilegeCheckEvery = 10 * time.Minute
 
 // defaultSearchTimeout is Options.SearchTimeout when unset.
 const defaultSearchTimeout = 10 * time.Second
@@ -155,6 +163,9 @@ func New(clients []Client, opts Options) *Inventory {
 	if opts.PrefetchInterval == 0 {
 		opts.PrefetchInterval = defaultPrefetchInterval
 	}
+	if opts.PrivilegeCheckEvery == 0 {
+		opts.PrivilegeCheckEvery = defaultPrivilegeCheckEvery
+	}
 	inv := &Inventory{opts: opts, clock: clock.RealClock{}}
 	if opts.Clock != nil {
 		inv.clock = opts.Clock
@@ -175,11 +186,10 @@ func New(clients []Client, opts Options) *Inventory {
 // ends (Wait waits for them).
 func (inv *Inventory) Start(ctx context.Context) {
 	for _, ix := range inv.indexes {
-		inv.wg.Add(1)
-		go func() {
-			defer inv.wg.Done()
-			ix.Run(ctx, inv.opts.MaxWait)
-		}()
+		inv.wg.Go(func() { ix.Run(ctx, inv.opts.MaxWait) })
+		if every := inv.opts.PrivilegeCheckEvery; every > 0 {
+			inv.wg.Go(func() { ix.checkPrivilegesEvery(ctx, every, inv.opts.SearchTimeout) })
+		}
 	}
 }
 

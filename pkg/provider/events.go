@@ -33,7 +33,9 @@ const (
 	ReasonDeletionDelayed = "DeletionDelayed"
 	// ReasonVMNotVisible: a Node's VM is found by no view or search, and
 	// vCenter refused to read its recorded reference (NoPermission, see
-	// inventory.NoPermissionError): the CCM's user may no longer see it.
+	// inventory.NoPermissionError), or the CCM's user lacks System.Read on
+	// a datacenter or folder where VMs may be (inventory.PrivilegeError):
+	// the CCM's user may no longer see it.
 	ReasonVMNotVisible = "VMNotVisible"
 	// ReasonVMReferenceUnrecorded: a Node's VM is found by no view or
 	// search, and the Node carries no record of its VM's reference (see
@@ -54,11 +56,12 @@ func reason(err error, notFoundIsProblem bool) string {
 	var ne *NodeIPError
 	var de *DeletionDelayedError
 	var np *inventory.NoPermissionError
+	var pe *inventory.PrivilegeError
 	var ue *UnrecordedError
 	switch {
 	case err == nil:
 		return ""
-	case errors.As(err, &np):
+	case errors.As(err, &np), errors.As(err, &pe):
 		return ReasonVMNotVisible
 	case errors.As(err, &ue):
 		return ReasonVMReferenceUnrecorded

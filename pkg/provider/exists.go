@@ -28,8 +28,10 @@ const (
 	// an error is returned.
 	VerdictDelayed = "delayed"
 	// VerdictNoPermission: found by no view or search, and vCenter refused
-	// to read the VM's recorded reference (NoPermission): the CCM's user
-	// may no longer see it. Kept, with an error and a VMNotVisible event.
+	// to read the VM's recorded reference (NoPermission), or the CCM's
+	// user lacks System.Read on a datacenter or folder of a vCenter (the
+	// last privilege check): the user may not see the VM. Kept, with an
+	// error and a VMNotVisible event.
 	VerdictNoPermission = "no_permission"
 	// VerdictUnrecorded: found by no view or search, and the Node carries
 	// no record of its VM's reference (LabelVM) to ask vCenter about. Kept

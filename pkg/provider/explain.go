@@ -80,6 +80,11 @@ type Explanation struct {
 	// hold VMs whose identity cannot be read: while they do, no Node is
 	// deleted for a missing VM.
 	Unprovable []string `json:"unprovable,omitempty"`
+	// MissingPrivileges are, per vCenter, the objects on which the CCM's
+	// user lacks System.Read (checked when Explain runs): VMs there are
+	// hidden from its views and searches, so while any is missing no Node
+	// is deleted for a missing VM.
+	MissingPrivileges []string `json:"missingPrivileges,omitempty"`
 	// Misplaced are VMs of stretched clusters outside their intended zone,
 	// or without one.
 	Misplaced []string `json:"misplaced,omitempty"`
@@ -99,7 +104,7 @@ type Explanation struct {
 
 // Problems counts what an operator should fix.
 func (ex Explanation) Problems() int {
-	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Unprovable) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences) + len(ex.DeletionsHeld) +
+	return len(ex.Conflicts) + len(ex.Untagged) + len(ex.Unreachable) + len(ex.Unprovable) + len(ex.MissingPrivileges) + len(ex.Misplaced) + len(ex.Drifted) + len(ex.CSIDifferences) + len(ex.DeletionsHeld) +
 		len(ex.Uninitialized)
 }
 
@@ -136,6 +141,13 @@ func (p *Provider) Explain(ctx context.Context, opts ExplainOptions, vms ...inve
 		}
 		if u := p.inv.Index(c.Name()).Unreadable(); len(u) > 0 {
 			ex.Unprovable = append(ex.Unprovable, (&inventory.UnreadableError{VCenter: c.Name(), VMs: u}).Error())
+		}
+		privs := p.inv.Index(c.Name()).CheckPrivileges(ctx)
+		for _, m := range privs.Missing {
+			ex.MissingPrivileges = append(ex.MissingPrivileges, c.Name()+": "+m.String())
+		}
+		if privs.Err != nil {
+			ex.MissingPrivileges = append(ex.MissingPrivileges, privs.Err.Error())
 		}
 	}
 	if len(vms) == 0 {

@@ -82,15 +82,21 @@ func TestHiddenVMIsNotGone(t *testing.T) {
 }
 
 // TestHiddenBeforeStart: a CCM that starts while the VMs of a folder are
-// hidden (and so never sees them) keeps their Nodes by the reference
-// recorded by an earlier process.
+// hidden (and so never sees them) keeps their Nodes: its privilege check
+// finds System.Read missing on the folder, so no VM is proven absent
+// anywhere (a destroyed VM's Node is kept too, with the same error) until
+// it is granted again; then the hidden VMs' Nodes are kept by the
+// NoPermission on their recorded references, and the destroyed VM's Node
+// is gone.
 func TestHiddenBeforeStart(t *testing.T) {
 	var hidden []vcsim.VM
+	var folder types.ManagedObjectReference
 	e := stretchedWith(t, "", "", nil, provider.Options{}, func(ctx context.Context, f *vcsim.Fleet) {
 		a := f.VCenter("vc-a")
 		folders, err := object.NewDatacenter(a.Admin(), a.Datacenter("dc-2")).Folders(ctx)
 		must.OK(t, err)
-		a.Hide(folders.VmFolder.Reference())
+		folder = folders.VmFolder.Reference()
+		a.Hide(folder)
 		for _, vm := range a.VMs {
 			if vm.Datacenter == "dc-2" {
 				hidden = append(hidden, vm)
@@ -100,18 +106,39 @@ func TestHiddenBeforeStart(t *testing.T) {
 	if len(hidden) == 0 {
 		t.Fatal("no VM in vc-a's dc-2")
 	}
-	for _, vm := range hidden {
-		n := initialized(vm)
+	a, ix := e.fleet.VCenter("vc-a"), e.p.Inventory().Index("vc-a")
+	poll.True(t, "the privilege check", func() bool { return !ix.Privileges().CheckedAt.IsZero() })
+	for _, n := range append([]*v1.Node{ghost("gone", absentUUID)}, initialized(hidden[0]), initialized(hidden[1])) {
 		hiddenFromLookups(t, e.ctx, e.p, n)
-		noPermission(t, e.ctx, e.p, n, vm)
+		ok, err := e.p.InstanceExists(e.ctx, n)
+		var pe *inventory.PrivilegeError
+		if ok || !errors.As(err, &pe) || pe.Missing[0].Object != folder {
+			t.Errorf("%s with dc-2's VM folder hidden: InstanceExists = %v, %v; want a PrivilegeError naming %s", n.Name, ok, err, folder)
+		}
 	}
-	// Another VM of the same vCenter is unaffected, found or gone.
-	if ok, err := e.p.InstanceExists(e.ctx, initialized(e.fleet.VCenter("vc-a").VMs[0])); !ok || err != nil {
+	// Another VM of the same vCenter is unaffected.
+	if ok, err := e.p.InstanceExists(e.ctx, initialized(a.VMs[0])); !ok || err != nil {
 		t.Errorf("a visible VM: InstanceExists = %v, %v", ok, err)
+	}
+
+	// The folder's permission granted again, its VMs one by one not.
+	a.Hide(refsOf(hidden)...)
+	a.Unhide(folder)
+	ix.CheckPrivileges(e.ctx)
+	for _, vm := range hidden {
+		noPermission(t, e.ctx, e.p, initialized(vm), vm)
 	}
 	if ok, err := e.p.InstanceExists(e.ctx, ghost("gone", absentUUID)); ok || err != nil {
 		t.Errorf("a destroyed VM: InstanceExists = %v, %v; want false, nil", ok, err)
 	}
+}
+
+func refsOf(vms []vcsim.VM) []types.ManagedObjectReference {
+	out := make([]types.ManagedObjectReference, len(vms))
+	for i, vm := range vms {
+		out[i] = vm.Ref
+	}
+	return out
 }
 
 // TestUnrecordedIsKept: a Node whose VM no view or search finds, and that
@@ -219,4 +246,48 @@ func destroy(t *testing.T, ctx context.Context, v *vcsim.VCenter, ref types.Mana
 	task, err := vm.Destroy(ctx)
 	must.OK(t, err)
 	must.OK(t, task.Wait(ctx))
+}
+
+// TestPrivilegeCheck: the check of the CCM user's privileges names a
+// datacenter folder whose permission was removed (the folder itself is
+// hidden, so it is named from its datacenter), the metric counts it, and
+// while it is missing no VM of that vCenter is proven absent; granted
+// again, the check is clean and a destroyed VM's Node is gone again.
+func TestPrivilegeCheck(t *testing.T) {
+	m := provider.NewMetrics()
+	reg := registry(t, m)
+	e := stretchedWith(t, "", "", nil, provider.Options{Metrics: m})
+	a := e.fleet.VCenter("vc-a")
+	ix := e.p.Inventory().Index("vc-a")
+	if p := ix.CheckPrivileges(e.ctx); p.Err != nil || len(p.Missing) != 0 || p.CheckedAt.IsZero() {
+		t.Fatalf("before: %+v; want a clean check", p)
+	}
+	folders, err := object.NewDatacenter(a.Admin(), a.Datacenter("dc-2")).Folders(e.ctx)
+	must.OK(t, err)
+	vmFolder := folders.VmFolder.Reference()
+	a.Hide(vmFolder)
+	p := ix.CheckPrivileges(e.ctx)
+	if p.Err != nil || len(p.Missing) != 1 || p.Missing[0].Object != vmFolder || p.Missing[0].Name != "dc-2/vm" || p.Missing[0].Privilege != "System.Read" {
+		t.Fatalf("with dc-2's VM folder hidden: %+v; want System.Read missing on it (dc-2/vm)", p)
+	}
+	m.Refresh(e.p)
+	if got := gauge(t, reg, "vsphere_ccm_vcenter_missing_privileges", "vc-a"); got != 1 {
+		t.Errorf("vsphere_ccm_vcenter_missing_privileges{vcenter=vc-a} = %v, want 1", got)
+	}
+	if ex := e.p.Explain(e.ctx, provider.ExplainOptions{}); len(ex.MissingPrivileges) != 1 || !strings.Contains(ex.MissingPrivileges[0], "vc-a: System.Read on folder dc-2/vm") {
+		t.Errorf("explain: missing privileges %q", ex.MissingPrivileges)
+	}
+	ue := unproven(t, e, ghost("gone", absentUUID))
+	var pe *inventory.PrivilegeError
+	if !errors.As(ue, &pe) || pe.VCenter != "vc-a" || !strings.Contains(ue.Error(), "dc-2/vm") {
+		t.Errorf("with a privilege missing: %v; want a PrivilegeError naming dc-2/vm", ue)
+	}
+
+	a.Unhide(vmFolder)
+	if p := ix.CheckPrivileges(e.ctx); p.Err != nil || len(p.Missing) != 0 {
+		t.Fatalf("granted again: %+v; want a clean check", p)
+	}
+	if ok, err := e.p.InstanceExists(e.ctx, ghost("gone", absentUUID)); ok || err != nil {
+		t.Errorf("granted again: InstanceExists = %v, %v; want false, nil", ok, err)
+	}
 }

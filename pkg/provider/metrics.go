@@ -29,6 +29,7 @@ type Metrics struct {
 	readsMu    sync.Mutex
 	readsSeen  map[string]uint64
 	unreadable *metrics.GaugeVec
+	missing    *metrics.GaugeVec
 	tagAge     *metrics.GaugeVec
 	lookups    *metrics.CounterVec
 	calls      *metrics.CounterVec
@@ -108,6 +109,9 @@ func newMetrics() *Metrics {
 		unreadable: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "inventory_unreadable_vms",
 			Help:           "VMs of each vCenter whose identity cannot be read (no BIOS UUID, or connection state inaccessible, orphaned or invalid); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		missing: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_missing_privileges",
+			Help:           "Objects of each vCenter (its datacenters in scope, their VM, host, network and datastore folders, the folders of Nodes' VMs) on which the CCM's user lacked System.Read at the last check (every 10 minutes); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		tagAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "tag_cache_age_seconds",
 			Help: "Seconds since the tag cache of each vCenter was last refreshed, or since the provider started when it never was.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		lookups: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_lookups_total",
@@ -129,7 +133,7 @@ func newMetrics() *Metrics {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.missing, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
 }
 
 // Request implements vcenter.Observer.
@@ -198,6 +202,7 @@ func (m *Metrics) Refresh(p *Provider) {
 			m.inventoryVMs.WithLabelValues(c.Name()).Set(float64(ix.Len()))
 			m.inventoryAge.WithLabelValues(c.Name()).Set(age(at))
 			m.unreadable.WithLabelValues(c.Name()).Set(float64(len(ix.Unreadable())))
+			m.missing.WithLabelValues(c.Name()).Set(float64(len(ix.Privileges().Missing)))
 			m.addReads(c.Name(), ix.FullReads())
 		}
 		if tc := p.topo.Cache(c.Name()); tc != nil {

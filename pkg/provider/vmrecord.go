@@ -78,9 +78,10 @@ func (p *Provider) proveGoneByRef(ctx context.Context, node *v1.Node) error {
 // vsphere_ccm_vm_absence_verdicts_total.
 func absenceVerdict(perr error) string {
 	var np *inventory.NoPermissionError
+	var pe *inventory.PrivilegeError
 	var ue *UnrecordedError
 	switch {
-	case errors.As(perr, &np):
+	case errors.As(perr, &np), errors.As(perr, &pe):
 		return VerdictNoPermission
 	case errors.As(perr, &ue):
 		return VerdictUnrecorded

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/object"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,9 +21,8 @@ import (
 const noPermissionVerdicts = `vsphere_ccm_vm_absence_verdicts_total{verdict="no_permission"}`
 
 // TestHiddenVMsKept: five NotReady Nodes whose VMs the CCM's user can no
-// longer see (four under a folder whose permission was removed, one VM on
-// its own: gone from views and searches, NoPermission on a read of their
-// references) are kept by the real lifecycle controller, by the leader
+// longer see (their permission removed: gone from views and searches,
+// NoPermission on a read of their references) are kept by the real lifecycle controller, by the leader
 // that saw them go, by the standby that takes over when the leader is
 // killed and never saw them, and by a CCM started afresh; the Nodes of a
 // destroyed VM and of a hidden VM destroyed afterwards are deleted as
@@ -55,10 +53,9 @@ func TestHiddenVMsKept(t *testing.T) {
 	}
 	leader := leaderOf(t, replicas)
 
-	folders, err := object.NewDatacenter(a.Admin(), a.Datacenter(a.VMs[0].Datacenter)).Folders(h.ctx)
-	must.OK(t, err)
-	a.Hide(folders.VmFolder.Reference())
-	b.Hide(b.VMs[0].Ref, hiddenThenDestroyed.Ref)
+	for _, vm := range append(hidden, hiddenThenDestroyed) {
+		h.fleet.VCenter(vm.VCenter).Hide(vm.Ref)
+	}
 	destroy(t, h, c, destroyed)
 	destroy(t, h, b, hiddenThenDestroyed)
 	for _, vm := range []vcsim.VM{destroyed, hiddenThenDestroyed} {

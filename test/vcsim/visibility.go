@@ -32,7 +32,8 @@ import (
 //   - SearchIndex methods do not return it;
 //   - RetrieveProperties, RetrievePropertiesEx and CreateFilter naming it
 //     directly fail with NoPermission (System.Read on it); a destroyed VM's
-//     reference is ManagedObjectNotFound as before.
+//     reference is ManagedObjectNotFound as before;
+//   - HasPrivilegeOnEntities grants no privilege on it.
 //
 // What it does not model: permissions propagated through resource pools,
 // hosts or clusters (only the folder hierarchy, Parent); entities created
@@ -210,6 +211,34 @@ func (vis *visibility) install(ctx *simulator.Context) {
 	if vm, ok := ctx.Map.Get(content.ViewManager.Reference()).(*simulator.ViewManager); ok {
 		ctx.Session.Registry.Put(&hidingViewManager{ViewManager: vm, vis: vis})
 	}
+	if content.AuthorizationManager != nil {
+		if am, ok := ctx.Map.Get(*content.AuthorizationManager).(*simulator.AuthorizationManager); ok {
+			ctx.Session.Registry.Put(&hidingAuthorizationManager{AuthorizationManager: am, vis: vis})
+		}
+	}
+}
+
+// hidingAuthorizationManager answers the session's privilege checks: no
+// privilege on a hidden object (the simulator grants every privilege on
+// everything).
+type hidingAuthorizationManager struct {
+	*simulator.AuthorizationManager
+	vis *visibility
+}
+
+func (m *hidingAuthorizationManager) HasPrivilegeOnEntities(ctx *simulator.Context, req *types.HasPrivilegeOnEntities) soap.HasFault {
+	body := m.AuthorizationManager.HasPrivilegeOnEntities(req)
+	if b, ok := body.(*methods.HasPrivilegeOnEntitiesBody); ok && b.Res != nil {
+		for i := range b.Res.Returnval {
+			e := &b.Res.Returnval[i]
+			if m.vis.isHidden(ctx, e.Entity) {
+				for j := range e.PrivAvailability {
+					e.PrivAvailability[j].IsGranted = false
+				}
+			}
+		}
+	}
+	return body
 }
 
 // hidingViewManager creates views without hidden objects and remembers

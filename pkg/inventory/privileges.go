@@ -1,0 +1,222 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
+)
+
+// PrivilegeRead is the privilege the CCM's user needs, propagated, on
+// every object it reads: without it on a folder, the VMs under it leave
+// every view and search (docs/operations.md, "What vSphere needs").
+const PrivilegeRead = "System.Read"
+
+// MissingPrivilege is a privilege the CCM's user lacks on an object.
+type MissingPrivilege struct {
+	Object    types.ManagedObjectReference `json:"object"`
+	Name      string                       `json:"name,omitempty"`
+	Privilege string                       `json:"privilege"`
+}
+
+func (m MissingPrivilege) String() string {
+	return fmt.Sprintf("%s on %s %s (%s)", m.Privilege, Kind(m.Object), m.Name, m.Object.Value)
+}
+
+// Privileges is what the last check of the CCM user's privileges in a
+// vCenter found.
+type Privileges struct {
+	// CheckedAt is when the last check ended (zero: never checked).
+	CheckedAt time.Time
+	// Missing lists the objects the user lacks PrivilegeRead on.
+	Missing []MissingPrivilege
+	// Err says why the last check could not tell (vCenter down, the check
+	// itself refused); Missing is then the previous check's.
+	Err error
+}
+
+// privileges holds an index's last check; its lock guards only it.
+type privileges struct {
+	mu   sync.Mutex
+	last Privileges
+}
+
+func (p *privileges) get() Privileges {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+func (p *privileges) set(v Privileges) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = v
+}
+
+// PrivilegeError says a vCenter cannot prove a VM absent: the CCM's user
+// lacks System.Read on objects under which a VM may be hidden from it.
+type PrivilegeError struct {
+	VCenter string
+	Missing []MissingPrivilege
+}
+
+func (e *PrivilegeError) Error() string {
+	const show = 3
+	names := make([]string, 0, show)
+	for _, m := range e.Missing[:min(show, len(e.Missing))] {
+		names = append(names, m.String())
+	}
+	more := ""
+	if len(e.Missing) > show {
+		more = fmt.Sprintf(" and %d more", len(e.Missing)-show)
+	}
+	return fmt.Sprintf("vCenter %q: the CCM's user lacks %s%s: VMs there are hidden from its views and searches, so no VM is proven absent; grant the CCM's role (System.Read, propagated) on them",
+		e.VCenter, strings.Join(names, ", "), more)
+}
+
+// Privileges returns the last check of the CCM user's privileges.
+func (ix *Index) Privileges() Privileges { return ix.privs.get() }
+
+// privilegeTargets are the datacenters in scope and the folders of the
+// VMs whose details are followed (Nodes' VMs), as the index knows them.
+func (ix *Index) privilegeTargets() (datacenters, folders []types.ManagedObjectReference) {
+	ix.store.read(func(d *data) {
+		for r := range d.objects {
+			if r.Type == "Datacenter" {
+				datacenters = append(datacenters, r)
+			}
+		}
+		for _, vm := range d.details {
+			if !vm.Template && vm.Folder.Value != "" {
+				folders = append(folders, vm.Folder)
+			}
+		}
+	})
+	return datacenters, folders
+}
+
+func sortRefs(refs []types.ManagedObjectReference) []types.ManagedObjectReference {
+	slices.SortFunc(refs, func(a, b types.ManagedObjectReference) int {
+		return strings.Compare(a.Type+":"+a.Value, b.Type+":"+b.Value)
+	})
+	return slices.Compact(refs)
+}
+
+// CheckPrivileges asks vCenter whether the CCM's user holds System.Read
+// on every object it must see: each datacenter in scope, its VM, host,
+// network and datastore folders (read from the datacenters, so a folder
+// hidden from the user is still named), and the folders of the VMs
+// whose details are followed (Nodes' VMs). Two requests: the
+// datacenters' folders, then AuthorizationManager HasPrivilegeOnEntities
+// for this CCM's own session. It records the answer (Privileges) and
+// returns it. An index whose objects were never read has nothing to
+// check yet.
+func (ix *Index) CheckPrivileges(ctx context.Context) Privileges {
+	datacenters, folders := ix.privilegeTargets()
+	if len(datacenters) == 0 {
+		return ix.privs.get()
+	}
+	var granted []types.EntityPrivilege
+	names := map[types.ManagedObjectReference]string{}
+	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
+		var dcs []mo.Datacenter
+		if err := property.DefaultCollector(s.VIM).Retrieve(ctx, datacenters, []string{"name", "vmFolder", "hostFolder", "networkFolder", "datastoreFolder"}, &dcs); err != nil {
+			return fmt.Errorf("read the datacenters' folders: %w", err)
+		}
+		targets := append(slices.Clone(datacenters), folders...)
+		for _, dc := range dcs {
+			names[dc.Self] = dc.Name
+			for kind, f := range map[string]types.ManagedObjectReference{"vm": dc.VmFolder, "host": dc.HostFolder, "network": dc.NetworkFolder, "datastore": dc.DatastoreFolder} {
+				if f.Value != "" {
+					targets = append(targets, f)
+					names[f] = dc.Name + "/" + kind
+				}
+			}
+		}
+		us, err := session.NewManager(s.VIM).UserSession(ctx)
+		if err != nil {
+			return err
+		}
+		if us == nil {
+			return fmt.Errorf("no current session")
+		}
+		res, err := methods.HasPrivilegeOnEntities(ctx, s.VIM, &types.HasPrivilegeOnEntities{
+			This: *s.VIM.ServiceContent.AuthorizationManager, Entity: sortRefs(targets), SessionId: us.Key, PrivId: []string{PrivilegeRead}})
+		if err != nil {
+			return err
+		}
+		granted = res.Returnval
+		return nil
+	})
+	var np *types.NoPermission
+	if _, ok := fault.As(err, &np); ok && np.Object != nil {
+		// Refused on an object the check names (a datacenter hidden
+		// from the user): that privilege is missing.
+		out := Privileges{CheckedAt: time.Now(), Missing: []MissingPrivilege{{Object: *np.Object, Privilege: np.PrivilegeId}}}
+		if o, ok := ix.Object(*np.Object); ok {
+			out.Missing[0].Name = o.Name
+		}
+		ix.privs.set(out)
+		return out
+	}
+	last := ix.privs.get()
+	if err != nil {
+		last.Err = fmt.Errorf("vCenter %q: check of the CCM user's privileges: %w", ix.VCenter(), err)
+		ix.privs.set(last)
+		return last
+	}
+	out := Privileges{CheckedAt: time.Now()}
+	for _, e := range granted {
+		for _, a := range e.PrivAvailability {
+			if !a.IsGranted {
+				m := MissingPrivilege{Object: e.Entity, Name: names[e.Entity], Privilege: a.PrivId}
+				if o, ok := ix.Object(e.Entity); ok && m.Name == "" {
+					m.Name = o.Name
+				}
+				out.Missing = append(out.Missing, m)
+			}
+		}
+	}
+	ix.privs.set(out)
+	return out
+}
+
+// checkPrivilegesEvery checks the user's privileges once the index's
+// objects are read, then every period (jittered by a tenth), each check
+// within timeout, until ctx ends. A failed check is logged once per
+// change of its error.
+func (ix *Index) checkPrivilegesEvery(ctx context.Context, period, timeout time.Duration) {
+	select {
+	case <-ix.Synced():
+	case <-ctx.Done():
+		return
+	}
+	var lastErr string
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		p := ix.CheckPrivileges(cctx)
+		switch {
+		case p.Err != nil && p.Err.Error() != lastErr:
+			ix.log.Info("Could not check the CCM user's privileges", "err", p.Err)
+		case p.Err == nil && len(p.Missing) > 0:
+			ix.log.Info("The CCM's user lacks privileges: no VM is proven absent in this vCenter", "missing", p.Missing)
+		}
+		lastErr = ""
+		if p.Err != nil {
+			lastErr = p.Err.Error()
+		}
+	}, period, 0.1, true)
+}
