@@ -18,12 +18,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
-	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
@@ -34,12 +32,41 @@ const Name = "node-topology"
 // ClientName names its Kubernetes client (the end of its user agent).
 const ClientName = "node-topology-controller"
 
-// Source is what only the provider can answer. The controller keeps its
-// own records (drift, out-of-service) and sends its own events.
+// Source is what only the provider can answer: the small interfaces
+// each part of the controller uses, declared where it uses them (the
+// topology pass, the deletions-held gauge and the retries here; the
+// out-of-service policy in outofservice.go; adoption in untainted.go).
+// The controller keeps its own records (drift, out-of-service) and sends
+// its own events.
 type Source interface {
+	observer
+	scoper
+	retrier
+	powerProver
+	previewer
+}
+
+// observer is what the topology pass (syncTopology) asks: a Node's
+// Observation, and when to look again.
+type observer interface {
 	// Changed is closed at the next change that may change an
 	// Observation, then replaced.
 	Changed() <-chan struct{}
+	// Observe computes a Node's Observation, without effects.
+	Observe(ctx context.Context, node *v1.Node) (provider.Observation, error)
+}
+
+// scoper is what the deletions-held gauge (heldBy) asks.
+type scoper interface {
+	// InScope says whether the vCenter and datacenter node's labels name
+	// are configured (a *provider.NotConfiguredError when not): while any
+	// Node's are not, no Node is deleted for a missing VM.
+	InScope(node *v1.Node) error
+}
+
+// retrier is what the retries of Nodes waiting for initialization
+// (retryWaiting) ask.
+type retrier interface {
 	// Recovered is closed when a vCenter's inventory next becomes
 	// current, reads another page of its first read or sees VMs become
 	// findable (see inventory.Index.Findable), then replaced: Nodes waiting for initialization may be
@@ -49,21 +76,6 @@ type Source interface {
 	// those whose last initialization failed and whose VM can now be
 	// looked up, each once per failure; no effects but that record.
 	RetryDue(waiting []*v1.Node) []*v1.Node
-	// Observe computes a Node's Observation, without effects.
-	Observe(ctx context.Context, node *v1.Node) (provider.Observation, error)
-	// Power says whether vCenter proves the power state of node's VM now
-	// (the out-of-service policy), without effects.
-	Power(ctx context.Context, node *v1.Node) (provider.PowerProof, error)
-	// ConfirmPoweredOff asks vCenter directly, right before the taint,
-	// whether the VM is still powered off with the Node's UUID.
-	ConfirmPoweredOff(ctx context.Context, node *v1.Node, vm inventory.VM) error
-	// InScope says whether the vCenter and datacenter node's labels name
-	// are configured (a *provider.NotConfiguredError when not): while any
-	// Node's are not, no Node is deleted for a missing VM.
-	InScope(node *v1.Node) error
-	// Preview is what the framework's node controller would set on node
-	// (its VM found), without effects.
-	Preview(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error)
 }
 
 // The provider is the Source the controller manager gives it.
@@ -111,11 +123,16 @@ type Controller struct {
 	kube   kubernetes.Interface
 	nodes  corelisters.NodeLister
 	synced cache.InformerSynced
-	src    Source
-	queue  workqueue.TypedRateLimitingInterface[string]
-	opts   Options
-	oos    outOfService // out-of-service records and taints
-	drifts drifts       // drifted Nodes, for the gauge
+	// What each part asks the provider (Source).
+	topo    observer
+	scope   scoper
+	retries retrier
+	power   powerProver
+	preview previewer
+	queue   workqueue.TypedRateLimitingInterface[string]
+	opts    Options
+	oos     outOfService // out-of-service records and taints
+	drifts  drifts       // drifted Nodes, for the gauge
 	// refused backs off, per Node, retry annotations the API server
 	// refused for a reason that will not pass by itself (403, 422);
 	// reported names those already reported for the current refusal.
@@ -147,7 +164,7 @@ func New(kube kubernetes.Interface, nodes coreinformers.NodeInformer, src Source
 	if opts.RetryPace == 0 {
 		opts.RetryPace = 250 * time.Millisecond
 	}
-	c := &Controller{kube: kube, nodes: nodes.Lister(), src: src, opts: opts,
+	c := &Controller{kube: kube, nodes: nodes.Lister(), topo: src, scope: src, retries: src, power: src, preview: src, opts: opts,
 		// The "fake" constructor is the one that takes a clock.
 		refused: flowcontrol.NewFakeBackOff(refusedRetryMin, refusedRetryMax, opts.Clock), reported: map[string]bool{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -205,7 +222,7 @@ func (c *Controller) heldBy(nodes []*v1.Node) map[[2]string]int {
 	held := map[[2]string]int{}
 	for _, n := range nodes {
 		var nc *provider.NotConfiguredError
-		if err := c.src.InScope(n); errors.As(err, &nc) {
+		if err := c.scope.InScope(n); errors.As(err, &nc) {
 			held[[2]string{nc.VCenter, nc.Datacenter}]++
 		}
 	}
@@ -224,7 +241,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	// Taken before any Node is observed, and again before every
 	// enqueueAll: a change is either seen by the observations that follow
 	// or fires the channel held.
-	changed := c.src.Changed()
+	changed := c.topo.Changed()
 	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced) {
 		return
 	}
@@ -243,7 +260,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			case <-changed:
 			case <-tick.C():
 			}
-			changed = c.src.Changed()
+			changed = c.topo.Changed()
 			c.enqueueAll()
 		}
 	})
@@ -253,7 +270,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	// initializations; a change of the Node brings it back. Passes are
 	// at least RetryPace apart; a signal during the pause is kept by the
 	// channel taken before the pass.
-	recovered := c.src.Recovered()
+	recovered := c.retries.Recovered()
 	wg.Start(func() {
 		// The Nodes RetryDue returned whose annotation could not be
 		// written: asked for again at the next pass, which comes after
@@ -267,7 +284,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 				case <-recovered:
 				}
 			}
-			recovered = c.src.Recovered()
+			recovered = c.retries.Recovered()
 			c.retryWaiting(ctx, unsent)
 			if c.opts.RetryPace > 0 {
 				select {
@@ -345,7 +362,7 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 		return c.syncUntainted(ctx, node)
 	}
 	c.opts.Metrics.setUntainted(c.untainted.set(node.Name, false))
-	obs, err := c.src.Observe(ctx, node)
+	obs, err := c.topo.Observe(ctx, node)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Node not observed", "node", node.Name, "err", err)
 		return nil
@@ -402,7 +419,7 @@ func (c *Controller) retryWaiting(ctx context.Context, unsent map[string]bool) {
 			waiting = append(waiting, n)
 		}
 	}
-	due := c.src.RetryDue(waiting)
+	due := c.retries.RetryDue(waiting)
 	for _, n := range waiting {
 		if unsent[n.Name] && !slices.ContainsFunc(due, func(d *v1.Node) bool { return d.Name == n.Name }) {
 			due = append(due, n)

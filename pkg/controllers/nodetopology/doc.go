@@ -14,10 +14,13 @@
 // in this process (Options.Retry, pkg/controllers/noderetry) without a
 // write, or, should that not be possible, through the retry annotation.
 // It asks the provider only what the provider alone can answer (its
-// Source: Observe, Power, ConfirmPoweredOff, InScope, RetryDue and two
-// change notifications, none with effects but RetryDue's record of what
-// it returned) and owns what it decides: the drift
-// and out-of-service records, their events (through the shared,
+// Source, composed of one small interface per part that uses it, each
+// declared where it is used: the topology pass's observer, the
+// deletions-held gauge's scoper, the retries' retrier, the out-of-service
+// policy's powerProver, adoption's previewer; none with effects but
+// RetryDue's record of what it returned) and owns what it decides: the
+// record of each Node's VM (the vcenter and vm labels, written as
+// placement labels), the drift and out-of-service records, their events (through the shared,
 // de-duplicating recorder of pkg/nodeevents) and its metrics (metrics.go),
 // including the count of Nodes that hold deletions back. The Nodes waiting
 // for initialization are those that carry the framework's uninitialized

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
@@ -41,6 +42,16 @@ const (
 // AnnotationOutOfService marks a Node whose out-of-service taint the CCM
 // added; its value says why.
 const AnnotationOutOfService = "vsphere.vsphere-ccm.io/out-of-service"
+
+// powerProver is what the out-of-service policy (syncOutOfService) asks.
+type powerProver interface {
+	// Power says whether vCenter proves the power state of node's VM now
+	// (the out-of-service policy), without effects.
+	Power(ctx context.Context, node *v1.Node) (provider.PowerProof, error)
+	// ConfirmPoweredOff asks vCenter directly, right before the taint,
+	// whether the VM is still powered off with the Node's UUID.
+	ConfirmPoweredOff(ctx context.Context, node *v1.Node, vm inventory.VM) error
+}
 
 // outOfServiceTaint is the taint added.
 func outOfServiceTaint(now time.Time) v1.Taint {
@@ -216,7 +227,7 @@ func (o *outOfService) setTainted(node string, tainted bool) int {
 // syncOutOfService applies the policy to one Node: it returns when to
 // look again (0: on a change only).
 func (c *Controller) syncOutOfService(ctx context.Context, node *v1.Node) (time.Duration, error) {
-	pw, err := c.src.Power(ctx, node)
+	pw, err := c.power.Power(ctx, node)
 	now := c.opts.Clock.Now()
 	d := decideOutOfService(c.opts.OutOfService, now, node, pw, err, c.oos.get(node.Name))
 	c.oos.put(node.Name, d.rec)
@@ -230,7 +241,7 @@ func (c *Controller) syncOutOfService(ctx context.Context, node *v1.Node) (time.
 		return 0, nil
 	case oosAdd:
 		// The index's copy may be up to StaleAfter old: ask vCenter now.
-		if err := c.src.ConfirmPoweredOff(ctx, node, pw.VM); err != nil {
+		if err := c.power.ConfirmPoweredOff(ctx, node, pw.VM); err != nil {
 			c.oos.put(node.Name, record{notReadySeen: d.rec.notReadySeen})
 			c.reportUnproven(node, "the live check before the taint disagrees: "+err.Error())
 			return 0, nil

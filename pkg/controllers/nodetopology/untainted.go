@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
@@ -54,10 +55,17 @@ func (u *untainted) set(name string, on bool) int {
 	return len(u.names)
 }
 
+// previewer is what adoption (syncUntainted) asks.
+type previewer interface {
+	// Preview is what the framework's node controller would set on node
+	// (its VM found), without effects.
+	Preview(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error)
+}
+
 // syncUntainted reports a Node that joined without the taint and, with
 // AdoptUntainted, taints it once its VM is found.
 func (c *Controller) syncUntainted(ctx context.Context, node *v1.Node) error {
-	md, err := c.src.Preview(ctx, node)
+	md, err := c.preview.Preview(ctx, node)
 	if err != nil {
 		// No VM of this CCM's vCenters, or not found yet: not reported (a
 		// cluster may have Nodes that are not vSphere VMs); a change
