@@ -92,8 +92,13 @@ func TestHiddenVMsKept(t *testing.T) {
 // still there.
 func keptBy(t *testing.T, h *harness, proc *ccm, hidden []vcsim.VM, who string) {
 	t.Helper()
+	must.OK(t, proc.WaitHealthy(h.ctx))
 	poll.NoError(t, "two passes over the hidden VMs' Nodes by "+who, 2*time.Minute, func() error {
-		if got := proc.metric(t, noPermissionVerdicts); got < float64(2*len(hidden)) {
+		got, err := proc.Metric(noPermissionVerdicts)
+		if err != nil {
+			return err
+		}
+		if got < float64(2*len(hidden)) {
 			return fmt.Errorf("%v no_permission verdicts: %w", got, errNotYet)
 		}
 		return nil

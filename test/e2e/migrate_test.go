@@ -133,7 +133,9 @@ func TestMigrationPreflight(t *testing.T) {
 	}
 	for _, vm := range vms {
 		for field, want := range map[string]preflight.Difference{
-			"label vsphere.vsphere-ccm.io/vcenter":    {Would: vm.VCenter, Impact: preflight.Note},
+			// The record of the VM (vcenter, vm) is written on every Node.
+			"label vsphere.vsphere-ccm.io/vcenter":    {Would: vm.VCenter, Impact: preflight.Changes},
+			"label vsphere.vsphere-ccm.io/vm":         {Would: vm.Ref.Value, Impact: preflight.Changes},
 			"label vsphere.vsphere-ccm.io/datacenter": {Would: vm.Datacenter, Impact: preflight.Note},
 			"label vsphere.vsphere-ccm.io/host":       {Would: vm.Host, Impact: preflight.Changes},
 		} {
