@@ -46,7 +46,7 @@ type ExistsByRefError struct {
 }
 
 func (e *ExistsByRefError) Error() string {
-	return fmt.Sprintf("vCenter %q still has VM %s (%s), read by its reference, though no view or search by BIOS UUID shows it (its BIOS UUID may have changed, or the CCM's user may not see it)",
+	return fmt.Sprintf("vCenter %q still has VM %s (%s), read by its reference, though no view or search by BIOS UUID shows it (its BIOS UUID may have changed, or the CCM's user may not see it): check the VM's BIOS UUID and the CCM's permissions on it, or delete the Node yourself if it no longer runs on that VM",
 		e.VCenter, e.Ref.Value, e.Name)
 }
 
@@ -74,7 +74,7 @@ func (inv *Inventory) ReadByRef(ctx context.Context, vcenterName, ref string) er
 		return &ExistsByRefError{VCenter: vcenterName, Ref: mor, Name: m.Name}
 	}
 	var nf *types.ManagedObjectNotFound
-	if _, ok := fault.As(err, &nf); ok && nf.Obj == mor {
+	if _, ok := fault.As(err, &nf); ok && nf.Obj.Type == mor.Type && nf.Obj.Value == mor.Value { // about this very object (ServerGUID aside)
 		return fmt.Errorf("vCenter %q: read of VM %s: %w", vcenterName, ref, ErrGone)
 	}
 	var np *types.NoPermission

@@ -115,30 +115,33 @@ func sortRefs(refs []types.ManagedObjectReference) []types.ManagedObjectReferenc
 }
 
 // CheckPrivileges asks vCenter whether the CCM's user holds System.Read
-// on every object it must see: each datacenter in scope, its VM, host,
-// network and datastore folders (read from the datacenters, so a folder
-// hidden from the user is still named), and the folders of the VMs
-// whose details are followed (Nodes' VMs). Two requests: the
-// datacenters' folders, then AuthorizationManager HasPrivilegeOnEntities
-// for this CCM's own session. It records the answer (Privileges) and
-// returns it. An index whose objects were never read has nothing to
-// check yet.
+// on every object under which its VMs are: each datacenter in scope, its
+// VM and host folders (a VM inherits permissions from its folder and from
+// its host, cluster or resource pool; read from the datacenters, so a
+// folder hidden from the user is still named), and the folders of the
+// VMs whose details are followed (Nodes' VMs). Three requests: the
+// datacenters' folders, the current session, then AuthorizationManager
+// HasPrivilegeOnEntities for that session. It records the answer
+// (Privileges) and returns it. An index whose objects were never read
+// cannot be checked yet (Err says so).
 func (ix *Index) CheckPrivileges(ctx context.Context) Privileges {
 	datacenters, folders := ix.privilegeTargets()
 	if len(datacenters) == 0 {
-		return ix.privs.get()
+		last := ix.privs.get()
+		last.Err = fmt.Errorf("vCenter %q: the CCM user's privileges not checked: its datacenters were not read yet", ix.VCenter())
+		return last
 	}
 	var granted []types.EntityPrivilege
 	names := map[types.ManagedObjectReference]string{}
 	err := ix.client.Do(ctx, func(ctx context.Context, s *vcenter.Session) error {
 		var dcs []mo.Datacenter
-		if err := property.DefaultCollector(s.VIM).Retrieve(ctx, datacenters, []string{"name", "vmFolder", "hostFolder", "networkFolder", "datastoreFolder"}, &dcs); err != nil {
+		if err := property.DefaultCollector(s.VIM).Retrieve(ctx, datacenters, []string{"name", "vmFolder", "hostFolder"}, &dcs); err != nil {
 			return fmt.Errorf("read the datacenters' folders: %w", err)
 		}
 		targets := append(slices.Clone(datacenters), folders...)
 		for _, dc := range dcs {
 			names[dc.Self] = dc.Name
-			for kind, f := range map[string]types.ManagedObjectReference{"vm": dc.VmFolder, "host": dc.HostFolder, "network": dc.NetworkFolder, "datastore": dc.DatastoreFolder} {
+			for kind, f := range map[string]types.ManagedObjectReference{"vm": dc.VmFolder, "host": dc.HostFolder} {
 				if f.Value != "" {
 					targets = append(targets, f)
 					names[f] = dc.Name + "/" + kind
@@ -161,15 +164,13 @@ func (ix *Index) CheckPrivileges(ctx context.Context) Privileges {
 		return nil
 	})
 	var np *types.NoPermission
-	if _, ok := fault.As(err, &np); ok && np.Object != nil {
-		// Refused on an object the check names (a datacenter hidden
-		// from the user): that privilege is missing.
-		out := Privileges{CheckedAt: time.Now(), Missing: []MissingPrivilege{{Object: *np.Object, Privilege: np.PrivilegeId}}}
-		if o, ok := ix.Object(*np.Object); ok {
-			out.Missing[0].Name = o.Name
+	if _, ok := fault.As(err, &np); ok {
+		// Refused on objects the check names (a datacenter hidden from
+		// the user): those privileges are missing.
+		if out := (Privileges{CheckedAt: ix.clock.Now(), Missing: ix.refused(np)}); len(out.Missing) > 0 {
+			ix.privs.set(out)
+			return out
 		}
-		ix.privs.set(out)
-		return out
 	}
 	last := ix.privs.get()
 	if err != nil {
@@ -177,7 +178,7 @@ func (ix *Index) CheckPrivileges(ctx context.Context) Privileges {
 		ix.privs.set(last)
 		return last
 	}
-	out := Privileges{CheckedAt: time.Now()}
+	out := Privileges{CheckedAt: ix.clock.Now()}
 	for _, e := range granted {
 		for _, a := range e.PrivAvailability {
 			if !a.IsGranted {
@@ -198,10 +199,8 @@ func (ix *Index) CheckPrivileges(ctx context.Context) Privileges {
 // within timeout, until ctx ends. A failed check is logged once per
 // change of its error.
 func (ix *Index) checkPrivilegesEvery(ctx context.Context, period, timeout time.Duration) {
-	select {
-	case <-ix.Synced():
-	case <-ctx.Done():
-		return
+	if err := ix.WaitSynced(ctx); err != nil {
+		return // ctx ended
 	}
 	var lastErr string
 	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
@@ -219,4 +218,28 @@ func (ix *Index) checkPrivilegesEvery(ctx context.Context, period, timeout time.
 			lastErr = p.Err.Error()
 		}
 	}, period, 0.1, true)
+}
+
+// refused lists what a NoPermission fault says is missing: its object
+// and privilege (before vSphere 8) or its missingPrivileges (since 7.0.3).
+func (ix *Index) refused(np *types.NoPermission) []MissingPrivilege {
+	var out []MissingPrivilege
+	add := func(obj types.ManagedObjectReference, priv string) {
+		m := MissingPrivilege{Object: obj, Privilege: priv}
+		if o, ok := ix.Object(obj); ok {
+			m.Name = o.Name
+		}
+		out = append(out, m)
+	}
+	if np.Object != nil && np.PrivilegeId != "" {
+		add(*np.Object, np.PrivilegeId)
+	}
+	for _, e := range np.MissingPrivileges {
+		for _, priv := range e.PrivilegeIds {
+			if np.Object == nil || e.Entity != *np.Object || priv != np.PrivilegeId {
+				add(e.Entity, priv)
+			}
+		}
+	}
+	return out
 }

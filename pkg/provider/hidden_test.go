@@ -195,6 +195,29 @@ func TestRecordedReference(t *testing.T) {
 			t.Errorf("observation of a Node the reference initialized: %s = %q, want %q (all: %v)", k, got[k], v, obs.PlacementLabels)
 		}
 	}
+	// Its topology cannot be resolved (two zone tags on its cluster): the
+	// record is written all the same.
+	c := e.fleet.VCenter("vc-c")
+	must.OK(t, c.Tag(e.ctx, "k8s-zone", "zone-other", c.VMs[0].ClusterRef))
+	conflicted := node(c.VMs[0])
+	conflicted.Spec.ProviderID = "vsphere://" + c.VMs[0].UUID
+	p, err := provider.New(e.p.Config(), provider.Options{}) // reads the tags afresh
+	must.OK(t, err)
+	must.OK(t, p.Start(e.ctx, nil))
+	defer p.Close()
+	must.OK(t, p.WaitForSync(e.ctx))
+	obs, err = p.Observe(e.ctx, conflicted)
+	if err == nil {
+		t.Error("a tag conflict: no error")
+	}
+	if got := map[string]string{}; err != nil {
+		for _, d := range obs.PlacementLabels {
+			got[d.Label] = d.Now
+		}
+		if got[provider.LabelVM] != c.VMs[0].Ref.Value || got[provider.LabelVCenter] != "vc-c" || len(got) != 2 {
+			t.Errorf("a VM whose topology cannot be resolved: record %v, want %s in vc-c and nothing else (%v)", got, c.VMs[0].Ref.Value, err)
+		}
+	}
 	// Recorded: nothing more to write.
 	obs, err = e.p.Observe(e.ctx, initialized(vm))
 	must.OK(t, err)

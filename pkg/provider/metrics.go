@@ -110,7 +110,7 @@ func newMetrics() *Metrics {
 			Help:           "VMs of each vCenter whose identity cannot be read (no BIOS UUID, or connection state inaccessible, orphaned or invalid); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		missing: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_missing_privileges",
-			Help:           "Objects of each vCenter (its datacenters in scope, their VM, host, network and datastore folders, the folders of Nodes' VMs) on which the CCM's user lacked System.Read at the last check (every 10 minutes); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
+			Help:           "Objects of each vCenter (its datacenters in scope, their VM and host folders, the folders of Nodes' VMs) on which the CCM's user lacked System.Read at the last check (every 10 minutes); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		tagAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "tag_cache_age_seconds",
 			Help: "Seconds since the tag cache of each vCenter was last refreshed, or since the provider started when it never was.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),

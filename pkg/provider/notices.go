@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -34,14 +35,21 @@ type Observation struct {
 
 // Observe finds node's VM and compares its topology with the Node's
 // labels. It has no effects: no event, no write (lookups may ask the
-// inventory for the VM's details).
+// inventory for the VM's details). When the VM is found but its topology
+// cannot be resolved (a tag missing, the tag service down), the error
+// comes with an Observation whose PlacementLabels are the record of the
+// VM alone (LabelVM, LabelVCenter), to be written all the same.
 func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, error) {
 	if !p.ready() {
 		return Observation{}, p.notReady()
 	}
 	vm, res, err := p.locate(ctx, node)
 	if err != nil {
-		return Observation{}, err
+		if vm.Ref.Value == "" {
+			return Observation{}, err
+		}
+		return Observation{VM: vm, PlacementLabels: placementDriftOf(nodeLabels{name: node.Name, labels: node.Labels, uninitialized: hasUninitializedTaint(node)},
+			vm.VCenter, recordWanted(vm))}, err
 	}
 	return Observation{VM: vm, Topology: res, Drift: p.nodeDriftOf(node, vm, res),
 		Relabel: p.cfg.Labels.OnDrift == config.DriftRelabel, Taint: p.cfg.Labels.OnDrift == config.DriftTaint,
@@ -63,9 +71,7 @@ func (p *Provider) placementWanted(node *v1.Node, vm inventory.VM) map[string]st
 	if want == nil {
 		want = map[string]string{}
 	}
-	if r := recordOf(vm); r != "" && vm.VCenter != "" {
-		want[LabelVM], want[LabelVCenter] = r, LabelValue(vm.VCenter)
-	}
+	maps.Copy(want, recordWanted(vm))
 	for k, v := range map[string]string{LabelVCenter: vm.VCenter, LabelDatacenter: vm.Datacenter} {
 		if _, has := node.Labels[k]; has && v != "" {
 			want[k] = LabelValue(v)

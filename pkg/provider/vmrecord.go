@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 )
 
@@ -29,6 +31,17 @@ func recordOf(vm inventory.VM) string {
 		return r
 	}
 	return ""
+}
+
+// recordWanted is the record of vm a Node carries: LabelVM and the
+// LabelVCenter that says where the reference is (none when the reference
+// cannot be a label value).
+func recordWanted(vm inventory.VM) map[string]string {
+	r, vc := recordOf(vm), LabelValue(vm.VCenter)
+	if r == "" || vc == "" {
+		return nil
+	}
+	return map[string]string{LabelVM: r, LabelVCenter: vc}
 }
 
 // UnrecordedError: a Node's VM is found by no view or search, but the
@@ -57,10 +70,13 @@ func (p *Provider) proveGoneByRef(ctx context.Context, node *v1.Node) error {
 	if ref == "" || label == "" {
 		return &UnrecordedError{Node: node.Name}
 	}
+	// The vCenter the label names exactly; failing that, every one whose
+	// name the label is made of (two names may give the same value).
+	exact := slices.ContainsFunc(p.cfg.VCenters, func(vc config.VCenter) bool { return vc.Name == label })
 	var errs []error
 	asked := 0
 	for _, vc := range p.cfg.VCenters {
-		if !labelNames(label, vc.Name) {
+		if exact && vc.Name != label || !labelNames(label, vc.Name) {
 			continue
 		}
 		asked++

@@ -67,16 +67,12 @@ func (v *VCenter) Hide(refs ...types.ManagedObjectReference) {
 		vis.hidden[r] = true
 	}
 	containers, lists := slices.Clone(vis.containers), slices.Clone(vis.lists)
-	var collectors []*simulator.PropertyCollector
-	for pc := range vis.collectors {
-		collectors = append(collectors, pc)
-	}
 	vis.mu.Unlock()
 
 	ctx := v.Model.Service.Context
 	var gone []types.ManagedObjectReference
 	for _, cv := range containers {
-		for _, r := range slices.Clone(cv.View) {
+		for _, r := range viewOf(ctx, cv) {
 			if vis.isHidden(ctx, r) {
 				cv.RemoveObject(ctx, r) // no update: the collectors are told below
 				gone = append(gone, r)
@@ -86,6 +82,14 @@ func (v *VCenter) Hide(refs ...types.ManagedObjectReference) {
 	for _, lv := range lists {
 		gone = append(gone, lv.prune(ctx, vis)...)
 	}
+	// The collectors known now, after the views changed: one that
+	// started after this read the views without the hidden objects.
+	vis.mu.Lock()
+	var collectors []*simulator.PropertyCollector
+	for pc := range vis.collectors {
+		collectors = append(collectors, pc)
+	}
+	vis.mu.Unlock()
 	for _, pc := range collectors {
 		for _, r := range gone {
 			pc.RemoveObject(ctx, r) // an update of kind leave where a filter holds r
@@ -112,7 +116,7 @@ func (v *VCenter) Unhide(refs ...types.ManagedObjectReference) {
 			continue
 		}
 		for _, cv := range containers {
-			if !slices.Contains(cv.View, ref) {
+			if !slices.Contains(viewOf(ctx, cv), ref) {
 				cv.PutObject(ctx, obj) // only if it is of the view's types and under its root
 			}
 		}
@@ -120,6 +124,14 @@ func (v *VCenter) Unhide(refs ...types.ManagedObjectReference) {
 	for _, lv := range lists {
 		lv.restore(ctx, vis)
 	}
+}
+
+// viewOf is a copy of a container view's objects, read under its lock
+// (the simulator changes them under it as objects come and go).
+func viewOf(ctx *simulator.Context, cv *simulator.ContainerView) []types.ManagedObjectReference {
+	var out []types.ManagedObjectReference
+	ctx.WithLock(cv, func() { out = slices.Clone(cv.View) })
+	return out
 }
 
 // isHidden: ref or a parent of it is hidden, and it exists (a destroyed
@@ -255,7 +267,7 @@ func (m *hidingViewManager) CreateContainerView(ctx *simulator.Context, req *typ
 		return body
 	}
 	if cv, ok := ctx.Session.Get(res.Res.Returnval).(*simulator.ContainerView); ok {
-		for _, r := range slices.Clone(cv.View) {
+		for _, r := range viewOf(ctx, cv) {
 			if m.vis.isHidden(ctx, r) {
 				cv.RemoveObject(ctx, r)
 			}

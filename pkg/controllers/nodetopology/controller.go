@@ -365,6 +365,11 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 	obs, err := c.topo.Observe(ctx, node)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Node not observed", "node", node.Name, "err", err)
+		if len(obs.PlacementLabels) > 0 { // the record of its VM, found though its topology is not
+			if err := PatchPlacement(ctx, c.kube, obs.PlacementLabels); err != nil {
+				return fmt.Errorf("the record of the Node's VM: %w", err)
+			}
+		}
 		return nil
 	}
 	if len(obs.PlacementLabels) > 0 {
