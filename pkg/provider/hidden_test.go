@@ -14,6 +14,7 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/events"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
@@ -49,14 +50,7 @@ func hiddenFromLookups(t *testing.T, ctx context.Context, p *provider.Provider, 
 // Node is reported gone.
 func TestHiddenVMIsNotGone(t *testing.T) {
 	e := stretched(t, "", nil)
-	rec := record.NewFakeRecorder(10)
-	m := provider.NewMetrics()
-	reg := registry(t, m)
-	p, err := provider.New(e.p.Config(), provider.Options{Events: eventsTo(rec), Metrics: m})
-	must.OK(t, err)
-	must.OK(t, p.Start(e.ctx, nil))
-	defer p.Close()
-	must.OK(t, p.WaitForSync(e.ctx))
+	p, rec, reg := observed(t, e)
 
 	b := e.fleet.VCenter("vc-b")
 	vm := b.VMs[0]
@@ -67,7 +61,7 @@ func TestHiddenVMIsNotGone(t *testing.T) {
 	b.Hide(vm.Ref)
 	hiddenFromLookups(t, e.ctx, p, n)
 	noPermission(t, e.ctx, p, n, vm)
-	if got := drainEvents(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+provider.ReasonVMNotVisible+" ") || !strings.Contains(got[0], vm.Ref.Value) {
+	if got := events.Drain(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+provider.ReasonVMNotVisible+" ") || !strings.Contains(got[0], vm.Ref.Value) {
 		t.Errorf("events %q; want one %s naming %s", got, provider.ReasonVMNotVisible, vm.Ref.Value)
 	}
 	if v := verdicts(t, reg, provider.VerdictNoPermission); v != 1 {
@@ -147,14 +141,7 @@ func refsOf(vms []vcsim.VM) []types.ManagedObjectReference {
 // VMReferenceUnrecorded event and an unrecorded verdict.
 func TestUnrecordedIsKept(t *testing.T) {
 	e := stretched(t, "", nil)
-	rec := record.NewFakeRecorder(10)
-	m := provider.NewMetrics()
-	reg := registry(t, m)
-	p, err := provider.New(e.p.Config(), provider.Options{Events: eventsTo(rec), Metrics: m})
-	must.OK(t, err)
-	must.OK(t, p.Start(e.ctx, nil))
-	defer p.Close()
-	must.OK(t, p.WaitForSync(e.ctx))
+	p, rec, reg := observed(t, e)
 	n := ghost("switched", absentUUID)
 	delete(n.Labels, provider.LabelVM)
 	ok, err := p.InstanceExists(e.ctx, n)
@@ -162,7 +149,7 @@ func TestUnrecordedIsKept(t *testing.T) {
 	if ok || !errors.As(err, &ue) {
 		t.Fatalf("InstanceExists = %v, %v; want an UnrecordedError", ok, err)
 	}
-	if got := drainEvents(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+provider.ReasonVMReferenceUnrecorded+" ") {
+	if got := events.Drain(rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+provider.ReasonVMReferenceUnrecorded+" ") {
 		t.Errorf("events %q; want one %s", got, provider.ReasonVMReferenceUnrecorded)
 	}
 	if v := verdicts(t, reg, provider.VerdictUnrecorded); v != 1 {
@@ -228,6 +215,21 @@ func TestRecordedReference(t *testing.T) {
 	}
 }
 
+// observed is a second provider on e's fleet whose events and metrics
+// the test reads.
+func observed(t *testing.T, e *env) (*provider.Provider, *record.FakeRecorder, metrics.KubeRegistry) {
+	t.Helper()
+	rec := record.NewFakeRecorder(10)
+	m := provider.NewMetrics()
+	reg := registry(t, m)
+	p, err := provider.New(e.p.Config(), provider.Options{Events: eventsTo(rec), Metrics: m})
+	must.OK(t, err)
+	must.OK(t, p.Start(e.ctx, nil))
+	t.Cleanup(p.Close)
+	must.OK(t, p.WaitForSync(e.ctx))
+	return p, rec, reg
+}
+
 // verdicts is the count of one verdict of vsphere_ccm_vm_absence_verdicts_total.
 func verdicts(t *testing.T, reg metrics.KubeRegistry, verdict string) float64 {
 	t.Helper()
@@ -246,18 +248,6 @@ func verdicts(t *testing.T, reg metrics.KubeRegistry, verdict string) float64 {
 		}
 	}
 	return -1
-}
-
-func drainEvents(rec *record.FakeRecorder) []string {
-	var got []string
-	for {
-		select {
-		case ev := <-rec.Events:
-			got = append(got, ev)
-		default:
-			return got
-		}
-	}
 }
 
 func destroy(t *testing.T, ctx context.Context, v *vcsim.VCenter, ref types.ManagedObjectReference) {

@@ -1,6 +1,7 @@
 package vcsim
 
 import (
+	"reflect"
 	"slices"
 	"sync"
 
@@ -396,76 +397,52 @@ type hidingSearchIndex struct {
 	vis *visibility
 }
 
-func (s *hidingSearchIndex) one(ctx *simulator.Context, r **types.ManagedObjectReference) {
-	if *r != nil && s.vis.isHidden(ctx, **r) {
-		*r = nil
+// filtered takes hidden objects out of a SearchIndex answer: its
+// Res.Returnval, one reference or a list of them.
+func (s *hidingSearchIndex) filtered(ctx *simulator.Context, body soap.HasFault) soap.HasFault {
+	res := reflect.ValueOf(body).Elem().FieldByName("Res")
+	if !res.IsValid() || res.IsNil() {
+		return body
 	}
-}
-
-func (s *hidingSearchIndex) all(ctx *simulator.Context, r *[]types.ManagedObjectReference) {
-	*r = slices.DeleteFunc(*r, func(ref types.ManagedObjectReference) bool { return s.vis.isHidden(ctx, ref) })
+	switch r := res.Elem().FieldByName("Returnval").Addr().Interface().(type) {
+	case **types.ManagedObjectReference:
+		if *r != nil && s.vis.isHidden(ctx, **r) {
+			*r = nil
+		}
+	case *[]types.ManagedObjectReference:
+		*r = slices.DeleteFunc(*r, func(ref types.ManagedObjectReference) bool { return s.vis.isHidden(ctx, ref) })
+	}
+	return body
 }
 
 func (s *hidingSearchIndex) FindByUuid(ctx *simulator.Context, req *types.FindByUuid) soap.HasFault {
-	body := s.SearchIndex.FindByUuid(ctx, req)
-	if b, ok := body.(*methods.FindByUuidBody); ok && b.Res != nil {
-		s.one(ctx, &b.Res.Returnval)
-	}
-	return body
+	return s.filtered(ctx, s.SearchIndex.FindByUuid(ctx, req))
 }
 
 func (s *hidingSearchIndex) FindAllByUuid(ctx *simulator.Context, req *types.FindAllByUuid) soap.HasFault {
-	body := s.SearchIndex.FindAllByUuid(ctx, req)
-	if b, ok := body.(*methods.FindAllByUuidBody); ok && b.Res != nil {
-		s.all(ctx, &b.Res.Returnval)
-	}
-	return body
+	return s.filtered(ctx, s.SearchIndex.FindAllByUuid(ctx, req))
 }
 
 func (s *hidingSearchIndex) FindByDnsName(ctx *simulator.Context, req *types.FindByDnsName) soap.HasFault {
-	body := s.SearchIndex.FindByDnsName(ctx, req)
-	if b, ok := body.(*methods.FindByDnsNameBody); ok && b.Res != nil {
-		s.one(ctx, &b.Res.Returnval)
-	}
-	return body
+	return s.filtered(ctx, s.SearchIndex.FindByDnsName(ctx, req))
 }
 
 func (s *hidingSearchIndex) FindAllByDnsName(ctx *simulator.Context, req *types.FindAllByDnsName) soap.HasFault {
-	body := s.SearchIndex.FindAllByDnsName(ctx, req)
-	if b, ok := body.(*methods.FindAllByDnsNameBody); ok && b.Res != nil {
-		s.all(ctx, &b.Res.Returnval)
-	}
-	return body
+	return s.filtered(ctx, s.SearchIndex.FindAllByDnsName(ctx, req))
 }
 
 func (s *hidingSearchIndex) FindByIp(ctx *simulator.Context, req *types.FindByIp) soap.HasFault {
-	body := s.SearchIndex.FindByIp(ctx, req)
-	if b, ok := body.(*methods.FindByIpBody); ok && b.Res != nil {
-		s.one(ctx, &b.Res.Returnval)
-	}
-	return body
+	return s.filtered(ctx, s.SearchIndex.FindByIp(ctx, req))
 }
 
 func (s *hidingSearchIndex) FindAllByIp(ctx *simulator.Context, req *types.FindAllByIp) soap.HasFault {
-	body := s.SearchIndex.FindAllByIp(ctx, req)
-	if b, ok := body.(*methods.FindAllByIpBody); ok && b.Res != nil {
-		s.all(ctx, &b.Res.Returnval)
-	}
-	return body
+	return s.filtered(ctx, s.SearchIndex.FindAllByIp(ctx, req))
 }
 
 func (s *hidingSearchIndex) FindByInventoryPath(ctx *simulator.Context, req *types.FindByInventoryPath) soap.HasFault {
-	body := s.SearchIndex.FindByInventoryPath(ctx, req)
-	if b, ok := body.(*methods.FindByInventoryPathBody); ok && b.Res != nil {
-		s.one(ctx, &b.Res.Returnval)
-	}
-	return body
+	return s.filtered(ctx, s.SearchIndex.FindByInventoryPath(ctx, req))
 }
 
 func (s *hidingSearchIndex) FindChild(ctx *simulator.Context, req *types.FindChild) soap.HasFault {
-	body := s.SearchIndex.FindChild(ctx, req)
-	if b, ok := body.(*methods.FindChildBody); ok && b.Res != nil {
-		s.one(ctx, &b.Res.Returnval)
-	}
-	return body
+	return s.filtered(ctx, s.SearchIndex.FindChild(ctx, req))
 }

@@ -67,19 +67,27 @@ func (w *watcher) next(ctx context.Context, t *testing.T) {
 	}
 }
 
-func TestHideAndUnhide(t *testing.T) {
+// loggedIn starts one vCenter with vms VMs per cluster and logs in as
+// the system under test (whose sight Hide limits).
+func loggedIn(t *testing.T, vms int) (context.Context, *VCenter, *vim25.Client) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f, err := Start(ctx, Spec{Name: "vc-a", VMs: 3})
+	t.Cleanup(cancel)
+	f, err := Start(ctx, Spec{Name: "vc-a", VMs: vms})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(f.Close)
 	vc := f.VCenter("vc-a")
 	c, err := login(ctx, t, vc, vc.User, vc.Password)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, vc, c
+}
+
+func TestHideAndUnhide(t *testing.T) {
+	ctx, vc, c := loggedIn(t, 3)
 	w := watch(ctx, t, c, vc.RootFolder())
 	hidden, other := vc.VMs[0], vc.VMs[1]
 	if !w.in[hidden.Ref] || !w.in[other.Ref] {
@@ -102,7 +110,7 @@ func TestHideAndUnhide(t *testing.T) {
 		t.Errorf("FindByUuid of a visible VM: %v, %v", r, err)
 	}
 	var vm mo.VirtualMachine
-	err = property.DefaultCollector(c).RetrieveOne(ctx, hidden.Ref, []string{"name"}, &vm)
+	err := property.DefaultCollector(c).RetrieveOne(ctx, hidden.Ref, []string{"name"}, &vm)
 	var np *types.NoPermission
 	if _, ok := fault.As(err, &np); !ok || np.PrivilegeId != "System.Read" || np.Object == nil || *np.Object != hidden.Ref {
 		t.Errorf("a direct read of a hidden VM: %v; want NoPermission (System.Read) on %s", err, hidden.Ref)
@@ -134,18 +142,7 @@ func TestHideAndUnhide(t *testing.T) {
 }
 
 func TestHideFolder(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f, err := Start(ctx, Spec{Name: "vc-a", VMs: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	vc := f.VCenter("vc-a")
-	c, err := login(ctx, t, vc, vc.User, vc.Password)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, vc, c := loggedIn(t, 2)
 	dc := object.NewDatacenter(vc.Admin(), vc.Datacenter(vc.VMs[0].Datacenter))
 	folders, err := dc.Folders(ctx)
 	if err != nil {
