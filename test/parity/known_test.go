@@ -121,7 +121,7 @@ var knowns = []known{
 	// whose identity cannot be read (orphaned, inaccessible), any of which
 	// may be it. The reference deletes the Node.
 	{"absence-needs-proof", func(f finding, c nodeCase, ref, ours answer) bool {
-		return strings.HasPrefix(c.name, "destroyed-vm") && f.Field == "exists" && strings.HasPrefix(f.Ref, "false") &&
+		return strings.HasPrefix(c.name, "destroyed-") && f.Field == "exists" && strings.HasPrefix(f.Ref, "false") &&
 			strings.Contains(ours.Exists.Error, "identity cannot be read")
 	}},
 }
