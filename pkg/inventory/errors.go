@@ -23,21 +23,28 @@ type UnreadableError struct {
 }
 
 func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("vCenter %q holds %d VMs whose identity cannot be read: %s; any of them may be the VM looked for (restore access to their datastores or hosts, or remove them from the inventory)",
+		e.VCenter, len(e.VMs), firstOf(e.VMs, func(vm UnreadableVM) string {
+			n := vm.Name
+			if n == "" {
+				n = vm.Ref
+			}
+			return fmt.Sprintf("%s (%s)", n, vm.Reason)
+		}))
+}
+
+// firstOf names the first three of list, and how many more there are:
+// "a, b, c and 4 more".
+func firstOf[T any](list []T, name func(T) string) string {
 	const show = 3
 	names := make([]string, 0, show)
-	for _, vm := range e.VMs[:min(show, len(e.VMs))] {
-		n := vm.Name
-		if n == "" {
-			n = vm.Ref
-		}
-		names = append(names, fmt.Sprintf("%s (%s)", n, vm.Reason))
+	for _, x := range list[:min(show, len(list))] {
+		names = append(names, name(x))
 	}
-	more := ""
-	if len(e.VMs) > show {
-		more = fmt.Sprintf(" and %d more", len(e.VMs)-show)
+	if len(list) > show {
+		return fmt.Sprintf("%s and %d more", strings.Join(names, ", "), len(list)-show)
 	}
-	return fmt.Sprintf("vCenter %q holds %d VMs whose identity cannot be read: %s%s; any of them may be the VM looked for (restore access to their datastores or hosts, or remove them from the inventory)",
-		e.VCenter, len(e.VMs), strings.Join(names, ", "), more)
+	return strings.Join(names, ", ")
 }
 
 // ErrAmbiguous means more than one VM matches.

@@ -73,17 +73,8 @@ type PrivilegeError struct {
 }
 
 func (e *PrivilegeError) Error() string {
-	const show = 3
-	names := make([]string, 0, show)
-	for _, m := range e.Missing[:min(show, len(e.Missing))] {
-		names = append(names, m.String())
-	}
-	more := ""
-	if len(e.Missing) > show {
-		more = fmt.Sprintf(" and %d more", len(e.Missing)-show)
-	}
-	return fmt.Sprintf("vCenter %q: the CCM's user lacks %s%s: VMs there are hidden from its views and searches, so no VM is proven absent; grant the CCM's role (System.Read, propagated) on them",
-		e.VCenter, strings.Join(names, ", "), more)
+	return fmt.Sprintf("vCenter %q: the CCM's user lacks %s: VMs there are hidden from its views and searches, so no VM is proven absent; grant the CCM's role (System.Read, propagated) on them",
+		e.VCenter, firstOf(e.Missing, MissingPrivilege.String))
 }
 
 // Privileges returns the last check of the CCM user's privileges.

@@ -11,6 +11,18 @@ import (
 // leaseAcquired is what the leader-election library logs on winning.
 const leaseAcquired = "Successfully acquired lease"
 
+// testLease is the lease duration of startReplicas: short, so a killed
+// leader is replaced within seconds.
+const testLease = 6 * time.Second
+
+// startReplicas runs two replicas with leader election, as the shipped
+// Deployment does, with a short lease.
+func (h *harness) startReplicas() []*ccm {
+	le := []string{"--leader-elect=true", "--leader-elect-lease-duration=" + testLease.String(),
+		"--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+	return []*ccm{h.startCCM(le...), h.startCCM(le...)}
+}
+
 // TestLeaderFailover runs two replicas with leader election, as the shipped
 // Deployment does. Only the leader holds vCenter sessions; after it is
 // killed with SIGKILL (no lease release, no logout), the standby takes
@@ -19,10 +31,7 @@ const leaseAcquired = "Successfully acquired lease"
 func TestLeaderFailover(t *testing.T) {
 	// Not parallel: its lease is renewed within seconds: it runs alone, not beside another test's control plane.
 	h := setup(t)
-	const lease = 6 * time.Second
-	le := []string{"--leader-elect=true", "--leader-elect-lease-duration=" + lease.String(),
-		"--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
-	replicas := []*ccm{h.startCCM(le...), h.startCCM(le...)}
+	replicas := h.startReplicas()
 	a, b := h.fleet.VCenter("vc-a"), h.fleet.VCenter("vc-b")
 	h.register(t, a.VMs[0], false)
 	h.waitInitialized(t, a.VMs[0])
@@ -43,7 +52,7 @@ func TestLeaderFailover(t *testing.T) {
 	leader.Kill()
 	h.register(t, b.VMs[0], false)
 	h.waitInitialized(t, b.VMs[0])
-	t.Logf("a Node registered after the leader was killed was initialized %.1fs later (lease duration %v)", time.Since(killed).Seconds(), lease)
+	t.Logf("a Node registered after the leader was killed was initialized %.1fs later (lease duration %v)", time.Since(killed).Seconds(), testLease)
 	if !strings.Contains(standby.LogText(), leaseAcquired) {
 		t.Errorf("the standby did not log taking the lease")
 	}

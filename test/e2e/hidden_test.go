@@ -30,10 +30,7 @@ const noPermissionVerdicts = `vsphere_ccm_vm_absence_verdicts_total{verdict="no_
 func TestHiddenVMsKept(t *testing.T) {
 	// Not parallel: its lease is renewed within seconds (as TestLeaderFailover).
 	h := setup(t)
-	const lease = 6 * time.Second
-	le := []string{"--leader-elect=true", "--leader-elect-lease-duration=" + lease.String(),
-		"--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
-	replicas := []*ccm{h.startCCM(le...), h.startCCM(le...)}
+	replicas := h.startReplicas()
 	a, b, c := h.fleet.VCenter("vc-a"), h.fleet.VCenter("vc-b"), h.fleet.VCenter("vc-c")
 	hidden := append(append([]vcsim.VM{}, a.VMs...), b.VMs[0])
 	hiddenThenDestroyed, destroyed := b.VMs[1], c.VMs[0]
