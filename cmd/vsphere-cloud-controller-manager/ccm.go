@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -32,12 +33,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configrollout"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configwatch"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/noderetry"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/servingcsr"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/vcenter"
 )
 
 // controllers are the framework's controllers this provider serves: node
@@ -214,7 +217,12 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}, restart
 	var prov *provider.Provider
 	var nodeLabels map[string]string
 	extra := cliflag.NamedFlagSets{}
-	extra.FlagSet("vsphere").StringToStringVar(&nodeLabels, nodeLabelsFlag, nil, nodeLabelsUsage)
+	vfs := extra.FlagSet("vsphere")
+	vfs.StringToStringVar(&nodeLabels, nodeLabelsFlag, nil, nodeLabelsUsage)
+	minUptime, jitter := configrollout.DefaultMinUptime, configrollout.DefaultJitter
+	vfs.DurationVar(&minUptime, "config-restart-min-uptime", minUptime, "A change of the cloud-config restarts no replica sooner than this after it started, so that a file that flaps cannot drive the replicas into the kubelet's crash back-off.")
+	vfs.DurationVar(&jitter, "config-restart-jitter", jitter, "A replica waits a random delay of up to this long before it restarts for a change of the cloud-config, so that the replicas do not restart together.")
+	startedAt := time.Now()
 	cmd := app.NewCloudControllerManagerCommand(opts,
 		func(*cloudconfig.CompletedConfig) cloudprovider.Interface { return prov },
 		ctrls, names.CCMControllerAliases(), extra, stop)
@@ -249,7 +257,7 @@ Operator commands:
 		if cp.CloudConfigFile == "" {
 			return errors.New("--cloud-config is required: the path of the vSphere cloud-config (YAML, or the legacy INI vsphere.conf)")
 		}
-		cfg, ok := load(cp.CloudConfigFile, env, stderr)
+		cfg, started, ok := loadStarted(cp.CloudConfigFile, env, stderr)
 		if !ok {
 			return exitError{1}
 		}
@@ -290,11 +298,20 @@ Operator commands:
 		if le := opts.Generic.LeaderElection; le.LeaderElect {
 			lead.use(kube, le.ResourceNamespace, le.ResourceName)
 		}
-		reload = newConfigReload(cp.CloudConfigFile, cfg, env, reloadMetrics, restart, func(cfg *config.Config) error {
-			_, err := startChecks(cfg)
-			return err
-		})
-		reload.start(kube, env)
+		ro := reloadOptions{path: cp.CloudConfigFile, started: started, env: env, metrics: reloadMetrics,
+			validate: func(cfg *config.Config) error {
+				_, err := startChecks(cfg)
+				return err
+			},
+			checkCA: func(ctx context.Context, vc config.VCenter, bundle []byte) error {
+				return vcenter.CheckCABundle(ctx, vc, bundle, cfg.Global.ConnectTimeout)
+			},
+			minUptime: minUptime, jitter: jitter, startedAt: startedAt}
+		if le := opts.Generic.LeaderElection; le.LeaderElect {
+			ro.leading, ro.groupNS, ro.groupName = lead.leading, le.ResourceNamespace, le.ResourceName
+		}
+		reload = newConfigReload(cp.CloudConfigFile, restart)
+		reload.start(kube, ro, cfg)
 		return nil
 	}
 	closeFn := func() {

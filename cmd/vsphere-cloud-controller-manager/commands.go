@@ -205,13 +205,24 @@ func envFor(ignore bool, env []string) []string {
 
 // load parses a config file, printing warnings and errors to stderr.
 func load(path string, env []string, stderr io.Writer) (*config.Config, bool) {
-	cfg, warnings, err := config.Load(path, config.Options{Env: env})
+	cfg, _, ok := loadStarted(path, env, stderr)
+	return cfg, ok
+}
+
+// loadStarted is load, with the file's content as parsed.
+func loadStarted(path string, env []string, stderr io.Writer) (*config.Config, []byte, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(stderr, fmt.Errorf("read cloud-config: %w", err))
+		return nil, nil, false
+	}
+	cfg, warnings, err := config.Parse(path, data, config.Options{Env: env})
 	for _, w := range warnings {
 		fmt.Fprintln(stderr, "warning:", w.Error())
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return nil, false
+		return nil, nil, false
 	}
-	return cfg, true
+	return cfg, data, true
 }

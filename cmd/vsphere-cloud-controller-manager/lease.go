@@ -33,6 +33,7 @@ type leadership struct {
 	kube     kubernetes.Interface
 	ns, name string // the lease; empty without leader election
 	identity string // the holder while this process led; "" before
+	started  bool   // a controller started: this process leads
 }
 
 // use sets the client and the lease, before the controller manager runs.
@@ -62,6 +63,7 @@ func (l *leadership) wrap(ctrls map[string]app.ControllerInitFuncConstructor) {
 func (l *leadership) led(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.started = true
 	if l.identity != "" || l.kube == nil || l.name == "" {
 		return
 	}
@@ -77,6 +79,14 @@ func (l *leadership) led(ctx context.Context) {
 		return
 	}
 	l.identity = *lease.Spec.HolderIdentity
+}
+
+// leading tells whether this process leads: the framework starts the
+// controllers only under leadership, and exits when it loses it.
+func (l *leadership) leading() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.started
 }
 
 // release gives up the lease if this process still holds it: its holder

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configrollout"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configwatch"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 )
@@ -24,43 +26,81 @@ const (
 )
 
 // configReload follows the cloud-config while the controller manager runs
-// (configwatch). A valid change ends the controller manager (stop) so that
-// the process restarts with it: the provider is closed, then the leader
-// lease released (see lease.go), then the process exits 0 and its Pod's
-// container restarts. An invalid change is refused: a log line, an event
-// on the Pod, the metric, and the process keeps its running config.
+// (configwatch) and publishes what this replica runs (configrollout). A
+// valid change, read twice, ends the controller manager (stop) once it is
+// this replica's turn: standbys first, the leader once a standby runs the
+// new config. The provider is then closed, the leader lease released (see
+// lease.go), and the process exits 0; its Pod's container restarts. An
+// invalid change is refused: a log line, an event on the Pod, the metric,
+// and the process keeps its running config.
 type configReload struct {
 	watcher *configwatch.Watcher
+	coord   *configrollout.Coordinator // nil: no Pod to publish for
 	stop    func()
 	kube    kubernetes.Interface // nil: no Pod to record events on
 	pod     *v1.ObjectReference
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	log     klog.Logger
+	// ctx is the loops' context, for Changed's last record.
+	ctx context.Context
 }
 
-func newConfigReload(path string, cfg *config.Config, env []string, m *configwatch.Metrics, stop func(), validate func(*config.Config) error) *configReload {
-	return &configReload{
-		watcher: configwatch.New(path, cfg, configwatch.Options{Env: env, Metrics: m, Validate: validate}),
-		stop:    stop,
-		log:     klog.Background().WithName("config").WithValues("path", path),
-	}
+// reloadOptions are what configReload needs from the command line.
+type reloadOptions struct {
+	path     string
+	started  []byte // the config file as parsed at start
+	env      []string
+	metrics  *configwatch.Metrics
+	validate func(*config.Config) error
+	checkCA  func(context.Context, config.VCenter, []byte) error
+	// leading, nil without leader election; group the leader lease's
+	// namespace and name.
+	leading            func() bool
+	groupNS, groupName string
+	minUptime, jitter  time.Duration
+	startedAt          time.Time
 }
 
-// start follows the files until close; kube, if set, records the events
-// on the Pod named by POD_NAME and POD_NAMESPACE in env.
-func (r *configReload) start(kube kubernetes.Interface, env []string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	name, ns := lookupEnv(env, podNameEnv), lookupEnv(env, podNamespaceEnv)
+func newConfigReload(path string, stop func()) *configReload {
+	return &configReload{stop: stop, log: klog.Background().WithName("config").WithValues("path", path)}
+}
+
+// start follows the files until close. With kube and the Pod named by
+// POD_NAME and POD_NAMESPACE in env, it records the events on the Pod and,
+// under leader election, publishes this replica's record and waits for its
+// turn; otherwise a valid change restarts it after the minimum uptime and
+// a jitter.
+func (r *configReload) start(kube kubernetes.Interface, o reloadOptions, cfg *config.Config) {
+	r.watcher = configwatch.New(o.path, cfg, configwatch.Options{Env: o.env, Metrics: o.metrics, Validate: o.validate, CheckCA: o.checkCA, Started: o.started})
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), r.log))
+	r.ctx, r.cancel = ctx, cancel
+	name, ns := lookupEnv(o.env, podNameEnv), lookupEnv(o.env, podNamespaceEnv)
+	copts := configrollout.Options{Pod: name, Namespace: ns, Group: o.groupName, Hash: r.watcher.Fingerprint(),
+		Started: o.startedAt, Leading: o.leading, MinUptime: o.minUptime, Jitter: o.jitter}
 	if kube != nil && name != "" && ns != "" {
 		r.kube = kube
 		r.pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns}
+		if o.leading != nil {
+			copts.Namespace = o.groupNS
+			r.coord = configrollout.New(kube, copts)
+			r.wg.Go(func() { r.coord.Run(ctx) })
+		}
 	}
-	r.wg.Go(func() { r.watcher.Run(klog.NewContext(ctx, r.log), r) })
+	var turn configwatch.Turn = r.coord
+	if r.coord == nil {
+		solo := copts
+		solo.Leading = nil
+		turn = configrollout.New(nil, solo)
+	}
+	if sp := subPathMount(os.DirFS("/"), o.path); sp != "" {
+		r.log.Info("The cloud-config is mounted as a single file (a subPath or bind mount): a ConfigMap or Secret update never reaches it, so no change is applied until the Pod is recreated; mount the volume's directory instead", "mount", sp)
+		r.event(v1.EventTypeWarning, "CloudConfigSubPath", "The cloud-config "+o.path+" is mounted as a single file (subPath): updates of its ConfigMap or Secret never reach the running Pod; mount the volume's directory instead")
+	}
+	r.wg.Go(func() { r.watcher.Run(ctx, turn, r) })
 }
 
-// close stops following the files and waits for the loop.
+// close stops following the files and waits for the loops.
 func (r *configReload) close() {
 	if r.cancel != nil {
 		r.cancel()
@@ -68,19 +108,29 @@ func (r *configReload) close() {
 	r.wg.Wait()
 }
 
-// Changed implements configwatch.Handler. The event is recorded before the
-// controller manager is stopped: the process exits right after.
-func (r *configReload) Changed(what string) {
-	r.log.Info("The cloud-config changed; stopping to restart with it (the lease is released once the vCenter connections are closed)", "changed", what)
-	r.event(v1.EventTypeNormal, "CloudConfigChanged", "The cloud-config changed ("+what+"); the controller manager restarts to apply it")
+// Changed implements configwatch.Handler. The event is recorded, and the
+// record marked as restarting, before the controller manager is stopped:
+// the process exits right after.
+func (r *configReload) Changed(what, why string) {
+	r.log.Info("The cloud-config changed; stopping to restart with it (the lease is released once the vCenter connections are closed)", "changed", what, "turn", why)
+	r.event(v1.EventTypeNormal, "CloudConfigChanged", "The cloud-config changed ("+what+"); the controller manager restarts to apply it: "+why)
+	if r.coord != nil {
+		r.coord.Stopping(r.ctx)
+	}
 	r.stop()
+}
+
+// Waiting implements configwatch.Handler.
+func (r *configReload) Waiting(what, why string) {
+	r.log.Info("The cloud-config changed; the restart that applies it waits for this replica's turn", "changed", what, "waiting", why)
+	r.event(v1.EventTypeNormal, "CloudConfigChangeWaiting", "The cloud-config changed ("+what+"); the restart that applies it waits: "+why)
 }
 
 // Refused implements configwatch.Handler. Config errors name file, line
 // and field, never a value.
 func (r *configReload) Refused(err error) {
-	r.log.Error(err, "The changed cloud-config is refused; running on the config the process started with")
-	r.event(v1.EventTypeWarning, "CloudConfigRefused", "The changed cloud-config is refused; running on the config the process started with: "+err.Error())
+	r.log.Error(err, "The changed cloud-config is refused; running on the config the process started with (a restart would fail: fix or revert the file)")
+	r.event(v1.EventTypeWarning, "CloudConfigRefused", "The changed cloud-config is refused; running on the config the process started with (a restart would fail: fix or revert the file): "+err.Error())
 }
 
 // event records an event on the Pod, synchronously (these are rare, and

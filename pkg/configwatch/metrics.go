@@ -9,6 +9,7 @@ import (
 type Metrics struct {
 	changes *metrics.CounterVec
 	refused *metrics.Gauge
+	pending *metrics.Gauge
 }
 
 // NewMetrics creates the metrics (not registered).
@@ -20,25 +21,31 @@ func NewMetrics() *Metrics {
 		refused: metrics.NewGauge(&metrics.GaugeOpts{Namespace: "vsphere_ccm", Name: "config_refused",
 			Help:           "1 while the cloud-config on disk is not valid (the process runs on the config it started with); 0 otherwise.",
 			StabilityLevel: metrics.ALPHA}),
+		pending: metrics.NewGauge(&metrics.GaugeOpts{Namespace: "vsphere_ccm", Name: "config_change_pending",
+			Help:           "1 while a valid change of the cloud-config waits for this replica's turn to restart (the leader waits for a standby running the new config); 0 otherwise.",
+			StabilityLevel: metrics.ALPHA}),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.changes, m.refused}
+	return []metrics.Registerable{m.changes, m.refused, m.pending}
 }
 
-// observe records one check (nil-safe).
-func (m *Metrics) observe(o Outcome, again bool) {
+// observe records one check (nil-safe); pending: a valid change waits
+// for this replica's turn.
+func (m *Metrics) observe(r Result, pending bool) {
 	if m == nil {
 		return
 	}
-	switch o {
+	switch r.Outcome {
 	case Changed:
-		m.changes.WithLabelValues("restart").Inc()
+		if !r.Again {
+			m.changes.WithLabelValues("restart").Inc()
+		}
 		m.refused.Set(0)
 	case Refused:
-		if !again {
+		if !r.Again {
 			m.changes.WithLabelValues("refused").Inc()
 		}
 		m.refused.Set(1)
@@ -46,5 +53,12 @@ func (m *Metrics) observe(o Outcome, again bool) {
 		// Valid and the same as the running config (a refused file put
 		// back, or an edit of comments).
 		m.refused.Set(0)
+	case Settling:
+		return // judged at the next check
+	}
+	if pending {
+		m.pending.Set(1)
+	} else {
+		m.pending.Set(0)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -29,16 +30,6 @@ import (
 // ConfigMap volume within about a minute, so seconds add nothing.
 const DefaultInterval = 5 * time.Second
 
-// Handler is told what a check found.
-type Handler interface {
-	// Changed: the files hold a valid config that differs from the running
-	// one (what differs, for the log). Called once; the watcher stops.
-	Changed(what string)
-	// Refused: the files changed and do not hold a valid config. Called
-	// once per distinct content.
-	Refused(err error)
-}
-
 // Options tune a Watcher.
 type Options struct {
 	// Env is the environment the config is read with, as at start.
@@ -54,6 +45,15 @@ type Options struct {
 	// a config it refuses is refused, so that no change restarts the
 	// process into a config it would not start with.
 	Validate func(*config.Config) error
+	// CheckCA, if set, checks a CA bundle whose content changed before the
+	// change is accepted, for each vCenter that names it (bundle is the
+	// file's content): an error refuses the change.
+	CheckCA func(ctx context.Context, vc config.VCenter, bundle []byte) error
+	// Started is the content of the config file as the process parsed it
+	// at start: content equal to it is the running config without being
+	// parsed again. Nil: the first content read that parses to the
+	// running config is.
+	Started []byte
 }
 
 // Watcher compares the files with the config the process runs.
@@ -61,12 +61,13 @@ type Watcher struct {
 	path    string
 	opts    Options
 	running *config.Config
-	// seen is the content the last check read (the config file and each
-	// named file); refused is the content last refused, so that it is
-	// reported once.
-	seen    snapshot
-	refused string
-	refusal error
+	// runningKey is the content (snapshot key) of the running config,
+	// once known; last the content the previous check read; verdict the
+	// judgement of the content verdictKey, kept until the content changes.
+	runningKey string
+	last       string
+	verdictKey string
+	verdict    Result
 	// base are the CA bundles' content as the process started with them.
 	base map[string][32]byte
 }
@@ -97,8 +98,15 @@ func (s snapshot) key() string {
 	return string(h.Sum(nil))
 }
 
+// hash is the content's fingerprint: hexadecimal, short enough for an
+// annotation and a log line, and the same on every replica that reads the
+// same files.
+func (s snapshot) hash() string {
+	return hex.EncodeToString([]byte(s.key())[:8])
+}
+
 // New returns a watcher of the cloud-config at path, which the process
-// runs as running; it reads the files now, as the baseline.
+// runs as running; it reads the CA bundles now, as the baseline.
 func New(path string, running *config.Config, opts Options) *Watcher {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -107,13 +115,30 @@ func New(path string, running *config.Config, opts Options) *Watcher {
 		opts.Clock = clock.RealClock{}
 	}
 	w := &Watcher{path: path, opts: opts, running: running}
-	// The config file is not read here: the process parsed it earlier, and
-	// it may have been swapped since. Left empty, the first check parses
-	// it and compares it with running. The CA bundles are read now: the
-	// vCenter clients read them as the process starts.
+	// The vCenter clients read the CA bundles as the process starts.
 	w.base, _ = readFiles(running)
-	w.seen = snapshot{files: maps.Clone(w.base)}
+	if opts.Started != nil {
+		w.runningKey = w.startedSnapshot().key()
+		w.last = w.runningKey
+	}
 	return w
+}
+
+// startedSnapshot is the running content: the config file as parsed at
+// start and the CA bundles as read by New.
+func (w *Watcher) startedSnapshot() snapshot {
+	s := snapshot{config: w.opts.Started, files: maps.Clone(w.base)}
+	_, s.errs = readFiles(w.running)
+	return s
+}
+
+// Fingerprint is the running content's fingerprint (Result.Hash of a
+// change to it), when Options.Started was given; "" otherwise.
+func (w *Watcher) Fingerprint() string {
+	if w.opts.Started == nil {
+		return ""
+	}
+	return w.startedSnapshot().hash()
 }
 
 // namedFiles are the files a config names whose content takes effect only
@@ -159,66 +184,129 @@ type Outcome string
 
 // The outcomes.
 const (
+	// Unchanged: the files hold the running config (or one that differs
+	// only in what takes no effect, such as comments).
 	Unchanged Outcome = "unchanged"
-	Changed   Outcome = "changed"
-	Refused   Outcome = "refused"
+	// Settling: the files hold content read once; it is judged when the
+	// next read finds it again, so that a file being written (a
+	// non-atomic edit) is never acted on half written.
+	Settling Outcome = "settling"
+	// Changed: a valid config that differs from the running one.
+	Changed Outcome = "changed"
+	// Refused: a config the process would not start with.
+	Refused Outcome = "refused"
 )
 
-// Check reads the files once. Changed comes with what differs; Refused
-// with the error, and whether this content was refused before.
-func (w *Watcher) Check() (Outcome, string, error, bool) {
+// Result is what one check found.
+type Result struct {
+	Outcome Outcome
+	// What differs from the running config (Changed), for the log.
+	What string
+	// Hash is the fingerprint of the content judged (Changed), the one
+	// a process started with it publishes (Fingerprint).
+	Hash string
+	// Err says why the content is refused (Refused): file, line and
+	// field, never a value.
+	Err error
+	// Again: the same content got the same verdict at the last check.
+	Again bool
+}
+
+// Check reads the files once and judges their content: only content read
+// twice in a row is judged, and a verdict is kept until the content
+// changes (a CA bundle is checked against its vCenter once).
+func (w *Watcher) Check(ctx context.Context) Result {
 	now := w.read(w.running)
-	if now.key() == w.seen.key() {
-		if w.refused != "" {
-			return Refused, "", w.refusal, true // still the refused content
-		}
-		return Unchanged, "", nil, false
+	k := now.key()
+	prev := w.last
+	w.last = k
+	switch {
+	case w.runningKey != "" && k == w.runningKey:
+		w.verdictKey, w.verdict = "", Result{}
+		return Result{Outcome: Unchanged}
+	case k == w.verdictKey:
+		r := w.verdict
+		r.Again = true
+		return r
+	case k != prev:
+		return Result{Outcome: Settling}
 	}
+	r := w.judge(ctx, now)
+	if r.Outcome == Unchanged && w.runningKey == "" {
+		w.runningKey = k // the running content, first read
+	}
+	w.verdictKey, w.verdict = k, r
+	return r
+}
+
+// judge tells what content read twice means for the running process.
+func (w *Watcher) judge(ctx context.Context, now snapshot) Result {
+	refuse := func(err error) Result { return Result{Outcome: Refused, Err: err} }
 	if now.configErr != nil {
-		return w.refuse(now, fmt.Errorf("cannot read the cloud-config: %w", now.configErr))
+		return refuse(fmt.Errorf("cannot read the cloud-config: %w", now.configErr))
 	}
 	cfg, _, err := config.Parse(w.path, now.config, config.Options{Env: w.opts.Env})
 	if err != nil {
-		return w.refuse(now, err)
+		return refuse(err)
 	}
 	if w.opts.Validate != nil {
 		if err := w.opts.Validate(cfg); err != nil {
-			return w.refuse(now, err)
+			return refuse(err)
 		}
 	}
-	// A CA bundle that cannot be read is not a reason to refuse: the
-	// vCenter that names it is unusable until it can (the client reads it
-	// again on each connection attempt), as at start. The new config's
-	// own bundles are read; the config file is not read again.
-	files, _ := readFiles(cfg)
 	what, err := differences(w.running, cfg)
 	if err != nil {
-		return w.refuse(now, err)
+		return refuse(err)
 	}
-	for _, p := range slices.Sorted(maps.Keys(files)) {
-		old, ok := w.base[p]
-		switch {
-		case !ok:
-			// It appeared: the vCenter client reads it on its next
-			// attempt; later contents are changes.
-			w.base[p] = files[p]
-		case old != files[p]:
-			what = append(what, "the content of "+p)
-		}
+	bundles, err := w.changedBundles(ctx, cfg)
+	if err != nil {
+		return refuse(err)
 	}
-	w.seen, w.refused, w.refusal = now, "", nil
+	what = append(what, bundles...)
 	if len(what) == 0 {
-		return Unchanged, "", nil, false // an edit that changes nothing (a comment)
+		return Result{Outcome: Unchanged} // an edit that changes nothing (a comment)
 	}
-	return Changed, strings.Join(what, ", "), nil, false
+	return Result{Outcome: Changed, What: strings.Join(what, ", "), Hash: now.hash()}
 }
 
-func (w *Watcher) refuse(now snapshot, err error) (Outcome, string, error, bool) {
-	w.seen = now
-	k := now.key()
-	again := k == w.refused
-	w.refused, w.refusal = k, err
-	return Refused, "", err, again
+// changedBundles names the CA bundles of cfg whose content differs from
+// what the process started with, after checking each (CheckCA). A bundle
+// that could be read at start and no longer can is refused: restarted,
+// its vCenter would be unusable. One that could not be read at start
+// either is left alone, as at start (the vCenter client reads it again on
+// each connection attempt).
+func (w *Watcher) changedBundles(ctx context.Context, cfg *config.Config) ([]string, error) {
+	var what []string
+	for _, p := range namedFiles(cfg) {
+		old, known := w.base[p]
+		b, err := os.ReadFile(p)
+		switch {
+		case err != nil && known:
+			return nil, fmt.Errorf("the CA bundle %s (caFile) can no longer be read, and the process would restart without it: %w", p, err)
+		case err != nil:
+			continue
+		case known && old == sha256.Sum256(b):
+			continue
+		}
+		if w.opts.CheckCA != nil {
+			for _, vc := range cfg.VCenters {
+				if vc.CAFile != p {
+					continue
+				}
+				if err := w.opts.CheckCA(ctx, vc, b); err != nil {
+					return nil, fmt.Errorf("vcenter %q: caFile %s: %w", vc.Name, p, err)
+				}
+			}
+		}
+		if known {
+			what = append(what, "the content of "+p)
+		} else {
+			// It appeared: the vCenter client reads it on its next
+			// attempt; later contents are changes.
+			w.base[p] = sha256.Sum256(b)
+		}
+	}
+	return what, nil
 }
 
 // differences names the parts of the config that differ between a and b:
@@ -281,13 +369,34 @@ func sameJSON(a, b any) (bool, error) {
 	return bytes.Equal(ja, jb), nil
 }
 
-// Run checks every interval until ctx ends or a valid change is found
-// (h.Changed, then it returns). Each new refused content goes to
-// h.Refused.
-func (w *Watcher) Run(ctx context.Context, h Handler) {
+// Turn decides when a valid change may restart this process: once it is
+// this replica's turn (configrollout). Mine is asked at every check while
+// the change stands; why says what it waits for, or why it may go.
+type Turn interface {
+	Mine(ctx context.Context, hash string) (ok bool, why string)
+}
+
+// Handler is told what the checks found.
+type Handler interface {
+	// Changed: the files hold a valid config that differs from the running
+	// one (what differs, for the log), and it is this process's turn to
+	// restart with it. Called once; Run returns after it.
+	Changed(what, why string)
+	// Waiting: a valid change waits for this process's turn (why). Called
+	// when the reason changes.
+	Waiting(what, why string)
+	// Refused: the files changed and do not hold a valid config. Called
+	// once per distinct content.
+	Refused(err error)
+}
+
+// Run checks every interval until ctx ends or a valid change is this
+// process's turn (turn nil: at once): h.Changed, then it returns.
+func (w *Watcher) Run(ctx context.Context, turn Turn, h Handler) {
 	log := klog.FromContext(ctx)
 	t := w.opts.Clock.NewTicker(w.opts.Interval)
 	defer t.Stop()
+	waiting := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -295,16 +404,32 @@ func (w *Watcher) Run(ctx context.Context, h Handler) {
 			return
 		case <-t.C():
 		}
-		outcome, what, err, again := w.Check()
-		w.opts.Metrics.observe(outcome, again)
-		switch outcome {
+		r := w.Check(ctx)
+		pending := false
+		switch r.Outcome {
 		case Changed:
-			h.Changed(what)
-			return
+			ok, why := true, "no coordination"
+			if turn != nil {
+				ok, why = turn.Mine(ctx, r.Hash)
+			}
+			if ok {
+				w.opts.Metrics.observe(r, false)
+				h.Changed(r.What, why)
+				return
+			}
+			pending = true
+			if why != waiting {
+				h.Waiting(r.What, why)
+			}
+			waiting = why
 		case Refused:
-			if !again {
-				h.Refused(err)
+			if !r.Again {
+				h.Refused(r.Err)
 			}
 		}
+		if !pending {
+			waiting = ""
+		}
+		w.opts.Metrics.observe(r, pending)
 	}
 }

@@ -19,15 +19,7 @@ import (
 // verifyPeer (system roots or caFile, or a pinned thumbprint) so that a
 // failure can name the presented certificate; only insecureFlag turns it off.
 func newTLSConfig(vc config.VCenter) (*tls.Config, error) {
-	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		// Verification is not skipped: VerifyConnection below does it, with
-		// an error that names the certificate. Go's own check cannot do that.
-		InsecureSkipVerify: true, //nolint:gosec // see above
-	}
-	if net.ParseIP(vc.Server) == nil {
-		cfg.ServerName = vc.Server
-	}
+	cfg := tlsConfig(vc)
 	if vc.InsecureFlag {
 		return cfg, nil
 	}
@@ -37,9 +29,8 @@ func newTLSConfig(vc config.VCenter) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("vcenter %q: caFile: %w", vc.Name, err)
 		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("vcenter %q: caFile %s: no PEM certificate found", vc.Name, vc.CAFile)
+		if roots, err = ParseCABundle(pem); err != nil {
+			return nil, fmt.Errorf("vcenter %q: caFile %s: %w", vc.Name, vc.CAFile, err)
 		}
 	}
 	want := normalizeThumbprint(vc.Thumbprint)
@@ -47,6 +38,20 @@ func newTLSConfig(vc config.VCenter) (*tls.Config, error) {
 		return verifyPeer(vc, roots, want, cs)
 	}
 	return cfg, nil
+}
+
+// tlsConfig is the TLS settings for vc before verification is set.
+func tlsConfig(vc config.VCenter) *tls.Config {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Verification is not skipped: VerifyConnection does it, with an
+		// error that names the certificate. Go's own check cannot do that.
+		InsecureSkipVerify: true, //nolint:gosec // see above
+	}
+	if net.ParseIP(vc.Server) == nil {
+		cfg.ServerName = vc.Server
+	}
+	return cfg
 }
 
 func normalizeThumbprint(s string) string {
