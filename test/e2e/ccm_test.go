@@ -27,16 +27,31 @@ type ccm struct {
 // test failed and is checked for passwords and RBAC denials.
 func (h *harness) startCCM(extra ...string) *ccm {
 	h.t.Helper()
+	c, err := h.launch(h.ccmEnv, extra...)
+	must.OK(h.t, err)
+	return c
+}
+
+// launch is startCCM with env, and safe to call from any goroutine: an
+// error is returned, not raised.
+func (h *harness) launch(env []string, extra ...string) (*ccm, error) {
 	artifacts := filepath.Join(h.root, ".cache", "e2e")
-	must.OK(h.t, os.MkdirAll(artifacts, 0o755))
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
 	h.ccms++
-	logPath := filepath.Join(artifacts, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(h.t.Name(), "/", "_"), h.ccms))
+	n := h.ccms
+	h.mu.Unlock()
+	logPath := filepath.Join(artifacts, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(h.t.Name(), "/", "_"), n))
 	set := ccmproc.Flags(extra...)
 	for _, f := range []string{"--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig"} {
 		set[f] = h.ccmKubeconfig
 	}
-	p, err := ccmproc.StartEnv(h.cp, h.binary, h.cfgPath, logPath, set, h.ccmEnv)
-	must.OK(h.t, err)
+	p, err := ccmproc.StartEnv(h.cp, h.binary, h.cfgPath, logPath, set, env)
+	if err != nil {
+		return nil, err
+	}
 	c := &ccm{Process: p}
 	t := h.t
 	t.Cleanup(func() {
@@ -56,7 +71,7 @@ func (h *harness) startCCM(extra ...string) *ccm {
 			}
 		}
 	})
-	return c
+	return c, nil
 }
 
 // passwords are every password the test's vCenters have accepted, for

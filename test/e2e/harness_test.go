@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,7 +93,8 @@ type harness struct {
 	cfgPath string
 	// ccmKubeconfig authenticates as the shipped ServiceAccount.
 	ccmKubeconfig string
-	ccms          int // CCM processes started so far
+	mu            sync.Mutex // guards ccms
+	ccms          int        // CCM processes started so far
 	// ccmEnv is added to the CCM's environment (KEY=VALUE).
 	ccmEnv []string
 	// configTail is appended to the cloud config (top-level sections).

@@ -45,6 +45,16 @@ func newCA() (*authority, error) {
 	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
+// OtherCA returns the PEM certificate of a new CA that signed nothing any
+// fleet presents: a CA bundle that parses and trusts no simulated vCenter.
+func OtherCA() ([]byte, error) {
+	a, err := newCA()
+	if err != nil {
+		return nil, err
+	}
+	return a.pem, nil
+}
+
 // issue signs a serving certificate for the given IPs and DNS names.
 func (a *authority) issue(names ...string) (tls.Certificate, *x509.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
