@@ -30,6 +30,8 @@ type Metrics struct {
 	readsSeen  map[string]uint64
 	unreadable *metrics.GaugeVec
 	missing    *metrics.GaugeVec
+	vapiExpiry *metrics.GaugeVec
+	vapiFail   *metrics.GaugeVec
 	tagAge     *metrics.GaugeVec
 	lookups    *metrics.CounterVec
 	calls      *metrics.CounterVec
@@ -112,6 +114,12 @@ func newMetrics() *Metrics {
 		missing: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_missing_privileges",
 			Help:           "Objects of each vCenter (its datacenters in scope, their VM and host folders, the folders of Nodes' VMs) on which the CCM's user lacked System.Read at the last check (every 10 minutes); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		vapiExpiry: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_vapi_token_expiry_timestamp_seconds",
+			Help:           "When the token of each vCenter's vAPI session expires (Unix time; certificate mode only): it is renewed at three quarters of its lifetime, and tags cannot be read once it has expired unrenewed.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		vapiFail: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_vapi_renewal_failing_seconds",
+			Help:           "Seconds since renewing each vCenter's vAPI session began to fail (STS unreachable, credentials refused); 0 while renewals succeed. Only tags depend on it: the SOAP session, the inventory and the lookups go on.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		tagAge: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "tag_cache_age_seconds",
 			Help: "Seconds since the tag cache of each vCenter was last refreshed, or since the provider started when it never was.", StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		lookups: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "node_lookups_total",
@@ -133,7 +141,7 @@ func newMetrics() *Metrics {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.missing, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.missing, m.vapiExpiry, m.vapiFail, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
 }
 
 // Request implements vcenter.Observer.
@@ -196,6 +204,7 @@ func (m *Metrics) Refresh(p *Provider) {
 			up = 1
 		}
 		m.up.WithLabelValues(c.Name()).Set(up)
+		m.refreshVAPI(c.Name(), c.Health(), now)
 		m.vcDownFor.WithLabelValues(c.Name()).Set(p.unusableFor(c.Name(), now).Seconds())
 		if ix := p.inv.Index(c.Name()); ix != nil {
 			_, at, _ := ix.Status()
@@ -210,6 +219,20 @@ func (m *Metrics) Refresh(p *Provider) {
 			m.tagAge.WithLabelValues(c.Name()).Set(age(at))
 		}
 	}
+}
+
+// refreshVAPI sets the vAPI session's gauges of vc from its health.
+func (m *Metrics) refreshVAPI(vc string, h vcenter.Health, now time.Time) {
+	if h.VAPIExpires.IsZero() {
+		m.vapiExpiry.DeleteLabelValues(vc)
+	} else {
+		m.vapiExpiry.WithLabelValues(vc).Set(float64(h.VAPIExpires.Unix()))
+	}
+	failing := 0.0
+	if h.VAPIError != nil {
+		failing = max(0, now.Sub(h.VAPIFailingSince).Seconds())
+	}
+	m.vapiFail.WithLabelValues(vc).Set(failing)
 }
 
 // addReads adds the full reads vc's index counted since the last refresh.

@@ -143,6 +143,13 @@ type Client struct {
 	// expired, so certificate sessions are replaced before their token
 	// expires (renew.go).
 	soapEndsWithToken bool
+	// vapiErr is the last failed renewal of the vAPI session while it
+	// fails (since vapiSince); vapiShown whether it was last shown as
+	// Degraded (vapi.go). retired are replaced vAPI sessions to log out.
+	vapiErr   error
+	vapiSince time.Time
+	vapiShown bool
+	retired   []retired
 }
 
 func newClient(vc config.VCenter, global config.Global, opts Options) *Client {

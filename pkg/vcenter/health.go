@@ -46,6 +46,14 @@ type Health struct {
 	// CredentialSource names the source of the credentials of the current
 	// (or last attempted) login.
 	CredentialSource string
+	// VAPIExpires is when the current vAPI session's token expires
+	// (certificate mode; zero otherwise).
+	VAPIExpires time.Time
+	// VAPIError is the last failed renewal of the vAPI session while
+	// renewals fail (since VAPIFailingSince); nil otherwise. State is
+	// Degraded once the vAPI session has expired too.
+	VAPIError        error
+	VAPIFailingSince time.Time
 }
 
 // ErrNotConnectedYet is the cause of unavailability before a vCenter's
@@ -54,9 +62,18 @@ var ErrNotConnectedYet = errors.New("not connected yet")
 
 // Health returns the current health.
 func (c *Client) Health() Health {
+	now := c.opts.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.health
+	h := c.health
+	if c.sess != nil {
+		h.VAPIExpires = c.sess.restExpires
+	}
+	h.VAPIError, h.VAPIFailingSince = c.vapiErr, c.vapiSince
+	if h.State == Connected && c.vapiDegradedLocked(now) {
+		h.State, h.LastError = Degraded, c.vapiErr
+	}
+	return h
 }
 
 // HealthChanged returns a channel closed at the next change of State.

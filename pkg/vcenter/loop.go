@@ -55,13 +55,20 @@ func (c *Client) run(ctx context.Context) {
 		}
 		err := c.attempt(ctx)
 		c.markFirst()
+		next := c.runRetired(ctx, false)
 		var rej *LoginRejectedError
+		var ren *RenewalError
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
 			bo = c.backoff()
 			wait = c.nextCheck()
+			reported = true
+		case errors.As(err, &ren):
+			// Logged by renewalFailed (once at error level); the SOAP
+			// session goes on.
+			wait = max(ren.RetryAt.Sub(c.opts.Clock.Now()), bo.Step())
 			reported = true
 		case errors.As(err, &rej):
 			wait = max(rej.RetryAt.Sub(c.opts.Clock.Now()), c.opts.RetryMin)
@@ -77,6 +84,9 @@ func (c *Client) run(ctx context.Context) {
 				continue
 			}
 			c.log.V(1).Info("vCenter not usable; will retry", "retryIn", wait, "err", err)
+		}
+		if !next.IsZero() {
+			wait = max(min(wait, next.Sub(c.opts.Clock.Now())), time.Millisecond)
 		}
 	}
 }

@@ -126,16 +126,19 @@ func (c *Client) renewREST(ctx context.Context) error {
 	rc, tok, err := c.loginREST(ctx, s.VIM, creds)
 	switch {
 	case err == nil:
-	case isRefused(err):
-		return c.reject(creds, source)
 	case isNotAuthenticated(err) && !isRESTStatus(err, http.StatusUnauthorized):
 		return c.login(ctx) // the SOAP session is gone too (STS answers through it)
-	case !s.restExpires.IsZero() && c.opts.Clock.Now().Before(s.restExpires):
-		return fmt.Errorf("vCenter %q: renewing the vAPI session failed; the current one is valid until %s: %w",
-			c.vc.Name, s.restExpires.Format(time.RFC3339), err)
+	case isRefused(err):
+		// Refused credentials are not tried again before the login
+		// back-off (an SSO lockout), but the SOAP session goes on.
+		at := c.opts.Clock.Now()
+		c.mu.Lock()
+		c.rejected = &rejection{creds: creds, at: at}
+		c.mu.Unlock()
+		return c.renewalFailed(s, &LoginRejectedError{VCenter: c.vc.Name, Address: c.vc.Address(), User: creds.Identity(), Mode: creds.Mode(),
+			Source: source, At: at, RetryAt: at.Add(c.global.LoginBackoff)}, c.global.LoginBackoff)
 	default:
-		c.log.V(1).Info("Opening a new vAPI session failed; logging in again", "err", err)
-		return c.login(ctx)
+		return c.renewalFailed(s, err, c.opts.RetryMin)
 	}
 	// The credentials may have been withdrawn or replaced meanwhile, as
 	// for a login.
@@ -158,10 +161,10 @@ func (c *Client) renewREST(ctx context.Context) error {
 	c.rejected = nil
 	c.setStateLocked(Connected, nil)
 	c.mu.Unlock()
+	c.renewalSucceeded()
 	c.log.V(1).Info("Renewed the vAPI session; the SOAP session and the inventory are kept", "mode", s.mode)
-	// Calls under way on the old vAPI session finish first (each is
-	// bounded by requestTimeout).
-	time.AfterFunc(c.global.RequestTimeout+5*time.Second, func() { c.logoutREST(s.REST) })
+	// Calls under way on the old vAPI session finish first.
+	c.retireREST(s.REST)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package vcenter_test
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -206,6 +207,8 @@ type tokenRig struct {
 	client *vcenter.Client
 	inv    *inventory.Inventory
 	ix     *inventory.Index
+	// solutionUser is the certificate of certificate mode (nil otherwise).
+	solutionUser *x509.Certificate
 }
 
 func startTokenRig(t testing.TB, ctx context.Context, spec vcsim.Spec, mode string, lifetime time.Duration, endSOAP bool) tokenRig {
@@ -226,6 +229,7 @@ func startTokenRigWith(t testing.TB, ctx context.Context, spec vcsim.Spec, mode 
 	a.SetTokenPolicy(vcsim.TokenPolicy{EndSOAP: endSOAP, Clock: clk})
 	quote := func(s string) string { q, _ := json.Marshal(s); return string(q) }
 	extra := []string{"caFile: " + a.CAFile}
+	var solutionUser *x509.Certificate
 	switch mode {
 	case "certificate":
 		su, err := vcsim.NewSolutionUser("ccm", clk.Now().Add(-time.Hour), clk.Now().Add(30*24*time.Hour))
@@ -233,6 +237,7 @@ func startTokenRigWith(t testing.TB, ctx context.Context, spec vcsim.Spec, mode 
 			t.Fatal(err)
 		}
 		a.AddSolutionUser(su.Certificate)
+		solutionUser = su.Certificate
 		extra = append(extra, "certificate: "+quote(su.CertPEM), "privateKey: "+quote(su.KeyPEM))
 	case "shared":
 		sm, err := a.StartSessionManager(ctx, vcsim.SessionManagerOptions{Tokens: []string{"rig-token"}})
@@ -252,7 +257,7 @@ func startTokenRigWith(t testing.TB, ctx context.Context, spec vcsim.Spec, mode 
 	if err := inv.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return tokenRig{vc: a, clk: clk, client: cl, inv: inv, ix: inv.Index(spec.Name)}
+	return tokenRig{vc: a, clk: clk, client: cl, inv: inv, ix: inv.Index(spec.Name), solutionUser: solutionUser}
 }
 
 // TestSessionEndedEarlyTeachesNothing: a SOAP session an administrator ends

@@ -178,13 +178,15 @@ func (c *Client) open(ctx context.Context, keep bool) error {
 	c.setStateLocked(Connected, nil)
 	c.mu.Unlock()
 	c.log.Info("Logged in to vCenter", "address", c.vc.Address(), "mode", creds.Mode(), "user", creds.Identity(), "credentialSource", source)
+	c.renewalSucceeded() // a new vAPI session too
 	if old != nil {
-		go c.logout(old) // the old session may still be valid on the server (for example only REST expired)
-		// Requests still under way on the old session (a long poll, a
-		// collector's cleanup) return their connections to its pool after
-		// the logout closed it: close them again once every such request
-		// has ended (each is bounded by requestTimeout).
-		time.AfterFunc(c.global.RequestTimeout+5*time.Second, old.VIM.Client.CloseIdleConnections)
+		// The old session may still be valid on the server (for example
+		// only REST expired): logged out by the loop at once. Requests
+		// still under way on it (a long poll, a collector's cleanup)
+		// return their connections to its pool after the logout closed
+		// it: they are closed again once every such request has ended.
+		c.retire(0, func(context.Context) { c.logout(old) })
+		c.retire(c.global.RequestTimeout+5*time.Second, func(context.Context) { old.VIM.Client.CloseIdleConnections() })
 	}
 	return nil
 }
@@ -259,6 +261,7 @@ func (c *Client) close() {
 	c.sess = nil
 	c.setStateLocked(Down, errors.New("client closed"))
 	c.mu.Unlock()
+	c.runRetired(context.Background(), true)
 	if s != nil {
 		c.logout(s)
 	}
