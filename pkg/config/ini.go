@@ -27,6 +27,12 @@ func readINI(file string, data []byte) (*node, []Diagnostic, []Diagnostic) {
 	errorf := func(line int, format string, args ...any) {
 		diags = append(diags, Diagnostic{Pos: Position{File: file, Line: line}, Message: fmt.Sprintf(format, args...)})
 	}
+	// sectionErrorf names the section's field, for the NSX-T sections
+	// whose problems are warnings (lenientNSXT).
+	sectionErrorf := func(line int, lname, format string, args ...any) {
+		field := map[string]string{"loadbalancer": "loadBalancer", "loadbalancerclass": "loadBalancerClass", "route": "route", "nsxt": "nsxt"}[lname]
+		diags = append(diags, Diagnostic{Pos: Position{File: file, Line: line}, Field: field, Message: fmt.Sprintf(format, args...)})
+	}
 	root := &node{kind: mappingNode, line: 1}
 	sections := map[string]*node{} // lower-case section (+ "\x00" + name) -> mapping of keys
 	var current *node              // nil before the first section or inside an ignored one
@@ -71,11 +77,11 @@ func readINI(file string, data []byte) (*node, []Diagnostic, []Diagnostic) {
 				if lname == "loadbalancerclass" {
 					example = "public"
 				}
-				errorf(lineNo, "section [%s] needs a name: [%s \"%s\"]", name, name, example)
+				sectionErrorf(lineNo, lname, "section [%s] needs a name: [%s \"%s\"]", name, name, example)
 				current, inIgnored = nil, true
 				continue
 			case !iniSectionsWithName[lname] && hasSub:
-				errorf(lineNo, "section [%s] takes no name; write [%s]", name, name)
+				sectionErrorf(lineNo, lname, "section [%s] takes no name; write [%s]", name, name)
 				current, inIgnored = nil, true
 				continue
 			}

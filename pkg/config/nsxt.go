@@ -122,11 +122,14 @@ func (b *builder) buildNSXT(raw *rawConfig) NSXT {
 	lb := raw.LoadBalancer
 	if lb != nil {
 		n.Sections = append(n.Sections, "loadBalancer")
-		if lb.TagsJSON != nil && strings.TrimSpace(*lb.TagsJSON) != "" {
-			var tags map[string]string
-			if err := json.Unmarshal([]byte(*lb.TagsJSON), &tags); err != nil {
-				b.errorf("loadBalancer.tags", "tags is not a JSON object of names to strings (%s); write it like tags = {\\\"owner\\\": \\\"team-a\\\"}", jsonProblem(err))
-			}
+	}
+	tagsRefused := ""
+	if lb != nil && lb.TagsJSON != nil && strings.TrimSpace(*lb.TagsJSON) != "" {
+		var tags map[string]string
+		if err := json.Unmarshal([]byte(*lb.TagsJSON), &tags); err != nil {
+			// The reference's load balancer reader fails on it, and the
+			// reference then runs no load balancer (and starts).
+			tagsRefused = "tags is not a JSON object of names to strings (" + jsonProblem(err) + `; in INI, quotes must be escaped: tags = {\"owner\": \"team-a\"})`
 		}
 	}
 	if raw.LoadBalancerClass != nil {
@@ -136,8 +139,12 @@ func (b *builder) buildNSXT(raw *rawConfig) NSXT {
 		n.Sections = append(n.Sections, "route")
 		n.RouterPath = deref(raw.Route.RouterPath)
 	}
-	if lbEnabled(lb, raw.LoadBalancerClass) {
-		if why := lbRefused(lb, raw.LoadBalancerClass); why != "" {
+	if lbEnabled(lb, raw.LoadBalancerClass) || tagsRefused != "" {
+		why := tagsRefused
+		if why == "" {
+			why = lbRefused(lb, raw.LoadBalancerClass)
+		}
+		if why != "" {
 			n.LoadBalancerRefused = why
 		} else {
 			n.LoadBalancer = true
@@ -170,6 +177,36 @@ func (b *builder) buildNSXT(raw *rawConfig) NSXT {
 		b.warnf("nsxt", "the NSX-T connection serves only the reference CCM's load balancer and route controllers, which this config does not enable and this CCM does not run; ignored; remove it when convenient")
 	}
 	return n
+}
+
+// inNSXTSection tells whether a field path is in a section only the
+// reference's NSX-T, load balancer and route readers read.
+func inNSXTSection(field string) bool {
+	top, _, _ := strings.Cut(field, ".")
+	top, _, _ = strings.Cut(top, "[")
+	switch top {
+	case "nsxt", "loadBalancer", "loadBalancerClass", "route":
+		return true
+	}
+	return false
+}
+
+// lenientNSXT turns the problems found in the NSX-T sections into
+// warnings. The reference reads each of them apart, ignoring unknown keys,
+// and when its reader fails it logs that and starts without the section
+// (its cloud.go); this CCM never acts on them. So a config the reference
+// started with starts here, and says what the reference did
+// (testdata/nsxt: lenient-*, read by hack/refverdict).
+func lenientNSXT(diags []Diagnostic) (errs, warnings []Diagnostic) {
+	for _, d := range diags {
+		if !inNSXTSection(d.Field) {
+			errs = append(errs, d)
+			continue
+		}
+		d.Message += "; a warning, not an error: the reference CCM reads this section apart from the rest and starts with whatever its reader makes of it (unknown keys ignored, a section it cannot read left out), and this CCM never acts on it; fix or remove it when convenient"
+		warnings = append(warnings, d)
+	}
+	return errs, warnings
 }
 
 func lbPath(raw *rawConfig) string {

@@ -155,3 +155,54 @@ func TestNSXTSections(t *testing.T) {
 		t.Errorf("sections %v, want %v", cfg.NSXT.Sections, want)
 	}
 }
+
+// TestLenientNSXT: problems in the NSX-T sections, which the reference
+// reads apart and starts without (testdata/nsxt: lenient-*, nsxt-typos.*,
+// whose reference verdicts TestNSXTCorpus compares), are warnings that say
+// so, never errors; a line that may hold a secret is still not shown.
+func TestLenientNSXT(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		refused string // a part of the load balancer's refusal
+		lenient int    // problems turned into warnings
+	}{
+		{"lenient-lb-tags-unescaped.conf", "in INI, quotes must be escaped", 0},
+		{"lenient-unknown-keys.conf", "", 2},
+		{"lenient-unknown-keys.yaml", "TCP application profile", 2},
+		{"nsxt-typos.conf", "tags is not a JSON object", 5},
+		{"nsxt-typos.yaml", "", 7},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata/nsxt", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			format := "yaml"
+			if DetectFormat(data) == FormatINI {
+				format = "ini"
+			}
+			cfg, warnings, err := Parse(tc.file, withVCenter(data, format), Options{})
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !strings.Contains(cfg.NSXT.LoadBalancerRefused, tc.refused) {
+				t.Errorf("load balancer refused %q, want %q", cfg.NSXT.LoadBalancerRefused, tc.refused)
+			}
+			n := 0
+			for _, w := range warnings {
+				if strings.Contains(w.Message, "a warning, not an error: the reference CCM reads this section apart") {
+					n++
+					if !inNSXTSection(w.Field) {
+						t.Errorf("lenient outside the NSX-T sections: %s", w.Error())
+					}
+				}
+				if strings.Contains(w.Error(), "never-shown") {
+					t.Errorf("a value that may be a secret is shown: %s", w.Error())
+				}
+			}
+			if n != tc.lenient {
+				t.Errorf("%d problems made warnings, want %d:\n%v", n, tc.lenient, warnings)
+			}
+		})
+	}
+}

@@ -66,8 +66,10 @@ func Parse(file string, data []byte, opts Options) (*Config, []Diagnostic, error
 	b.validate(cfg)
 	warnings = append(warnings, d.warnings...)
 	warnings = append(warnings, b.warnings...)
+	errs, lenient := lenientNSXT(d.diags)
+	warnings = append(warnings, lenient...)
 	sortDiagnostics(warnings)
-	if err := finish(d.diags); err != nil {
+	if err := finish(errs); err != nil {
 		return nil, warnings, err
 	}
 	return cfg, warnings, nil
