@@ -205,3 +205,81 @@ func TestCertificateTokenLifetimes(t *testing.T) {
 		t.Errorf("%s: no zone after the renewals: %v", last.Name, err)
 	}
 }
+
+// TestSTSUnreachable: vc-b in certificate mode with 20 s tokens and a 10 s
+// tag refresh. Once its Node is initialized, vc-b's STS becomes unreachable
+// (every connection to it closed) for longer than a token's lifetime, so
+// the vAPI session expires unrenewed. The SOAP session goes on: vc-b stays
+// up and usable, a Node registered meanwhile is initialized with its zone
+// (the lookup over SOAP, the zone from the tag cache), tags pend (the tag
+// cache ages), the renewal failure is exported and said once at default
+// verbosity, and vc-b is degraded, never down. Once STS answers, the vAPI
+// session is renewed and tags are read again: one SOAP login in all.
+func TestSTSUnreachable(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	const lifetime = 20 * time.Second
+	b := h.fleet.VCenter("vc-b")
+	now := time.Now()
+	su, err := vcsim.NewSolutionUser("ccm-b", now.Add(-time.Hour), now.Add(24*time.Hour))
+	must.OK(t, err)
+	b.AddSolutionUser(su.Certificate)
+	quote := func(s string) string { q, _ := json.Marshal(s); return string(q) }
+	h.writeConfig(map[string][]string{"vc-b": {"certificate: " + quote(su.CertPEM), "privateKey: " + quote(su.KeyPEM)}})
+	raw, err := os.ReadFile(h.cfgPath)
+	must.OK(t, err)
+	cfg := strings.Replace(string(raw), "global:\n", "global:\n  tokenLifetime: "+lifetime.String()+"\n  tagRefreshInterval: 10s\n", 1)
+	cfg = strings.Replace(cfg, "    user: "+b.User+"\n    password: "+b.Password+"\n", "", 1)
+	must.OK(t, os.WriteFile(h.cfgPath, []byte(cfg), 0o600))
+
+	ccm := h.startCCM()
+	h.register(t, b.VMs[0], false)
+	h.waitInitialized(t, b.VMs[0])
+	b.SetSTSDown(true)
+	series := func(name string) string { return name + `{vcenter="vc-b"}` }
+	poll.NoError(t, "vc-b's vAPI token expired unrenewed", 4*lifetime, func() error {
+		expiry := ccm.Gauge(series("vsphere_ccm_vcenter_vapi_token_expiry_timestamp_seconds"))
+		failing := ccm.Gauge(series("vsphere_ccm_vcenter_vapi_renewal_failing_seconds"))
+		if expiry == 0 || failing == 0 || time.Now().Before(time.Unix(int64(expiry), 0).Add(5*time.Second)) {
+			return fmt.Errorf("token expiry %v, renewal failing for %vs", expiry, failing)
+		}
+		return nil
+	})
+	if up, unusable := ccm.Gauge(series("vsphere_ccm_vcenter_up")), ccm.Gauge(series("vsphere_ccm_vcenter_unusable_seconds")); up != 1 || unusable != 0 {
+		t.Errorf("vc-b up %v, unusable for %vs, with its SOAP session alive; want up and usable", up, unusable)
+	}
+	h.register(t, b.VMs[1], false)
+	h.waitInitialized(t, b.VMs[1])
+	if n, err := h.node(b.VMs[1].Name); err != nil || n.Labels["topology.kubernetes.io/zone"] == "" {
+		t.Errorf("a Node of vc-b initialized while its vAPI session was expired has no zone: %v", err)
+	}
+	poll.NoError(t, "tags pending on vc-b", 4*lifetime, func() error {
+		if age := ccm.Gauge(series("vsphere_ccm_tag_cache_age_seconds")); age < 25 {
+			return fmt.Errorf("tag cache %vs old", age)
+		}
+		return nil
+	})
+	b.SetSTSDown(false)
+	poll.NoError(t, "vc-b renewed and its tags read again", 4*lifetime, func() error {
+		failing, age := ccm.Gauge(series("vsphere_ccm_vcenter_vapi_renewal_failing_seconds")), ccm.Gauge(series("vsphere_ccm_tag_cache_age_seconds"))
+		if failing != 0 || age > 15 {
+			return fmt.Errorf("renewal failing for %vs, tag cache %vs old", failing, age)
+		}
+		return nil
+	})
+	log := ccm.LogText()
+	if n := strings.Count(log, "Renewing the vAPI session is failing"); n != 1 {
+		t.Errorf("the renewal failure logged %d times at default verbosity, want once", n)
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"vCenter health changed"`) && strings.Contains(line, `vcenter="vc-b"`) && strings.Contains(line, `to="down"`) && !strings.Contains(line, "client closed") {
+			t.Errorf("vc-b marked down while its SOAP session lived: %s", line)
+		}
+	}
+	if !strings.Contains(log, `vcenter="vc-b" from="connected" to="degraded"`) {
+		t.Errorf("vc-b was not reported degraded")
+	}
+	if st := b.TokenStats(); st.SOAPLogins != 1 {
+		t.Errorf("vc-b: %d SOAP logins, want 1", st.SOAPLogins)
+	}
+}

@@ -102,6 +102,15 @@ func (v *VCenter) RemoveSolutionUser(c *x509.Certificate) {
 	v.solutionUsers = slices.DeleteFunc(v.solutionUsers, func(der []byte) bool { return bytes.Equal(der, c.Raw) })
 }
 
+// SetSTSDown makes STS unreachable (true: every request to it has its
+// connection closed without an answer, as behind a partition) or
+// reachable again; the SOAP and vAPI endpoints are not affected.
+func (v *VCenter) SetSTSDown(down bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.stsDown = down
+}
+
 // TokensIssued is how many tokens STS issued; TokensRefused how many
 // requests it refused.
 func (v *VCenter) TokensIssued() (issued, refused int) {
@@ -159,6 +168,19 @@ func (v *VCenter) stsGuard(listen *url.URL) http.Handler {
 	_, sim := stssim.New(listen, []types.BaseOptionValue{&types.OptionValue{
 		Key: "config.vpxd.sso.sts.uri", Value: "https://" + listen.Host + stsPaths[1]}})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v.mu.Lock()
+		down := v.stsDown
+		v.mu.Unlock()
+		if down {
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+					return
+				}
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if strings.HasSuffix(strings.Trim(r.Header.Get("SOAPAction"), `"`), "/Issue") {

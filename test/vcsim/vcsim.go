@@ -211,6 +211,7 @@ type VCenter struct {
 	solutionUsers [][]byte // DER certificates STS issues tokens for
 	tokensIssued  int
 	tokensRefused int
+	stsDown       bool // SetSTSDown
 	recording     bool
 	requests      []Request
 	// sessionManagerKeys are the sessions of started SessionManagers.
