@@ -35,6 +35,7 @@ import (
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/config"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configrollout"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configwatch"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/clientcsr"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/noderetry"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/servingcsr"
@@ -166,6 +167,36 @@ func servingCSRController(ev *nodeevents.Recorder, m *servingcsr.Metrics) app.Co
 	}
 }
 
+// clientCSRController registers the kubelet-client-csr controller like
+// serving-csr: in --controllers, on by default, started under leader
+// election; it does nothing unless nodes.identity.approveClientCertificates
+// is set.
+func clientCSRController(m *clientcsr.Metrics) app.ControllerInitFuncConstructor {
+	return app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: clientcsr.ClientName},
+		Constructor: func(ic app.ControllerInitContext, cc *cloudconfig.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				p, ok := cloud.(*provider.Provider)
+				if !ok || p == nil {
+					return nil, false, fmt.Errorf("%s: the cloud provider is not vSphere's", clientcsr.Name)
+				}
+				if !p.Config().Nodes.Identity.ApproveClientCertificates {
+					klog.FromContext(ctx).V(2).Info("Kubelet client certificate requests are left to other approvers (nodes.identity.approveClientCertificates is off)", "controller", clientcsr.Name)
+					return nil, false, nil
+				}
+				c, err := clientcsr.New(cc.ClientBuilder.ClientOrDie(ic.ClientName),
+					cc.SharedInformers.Certificates().V1().CertificateSigningRequests(), cc.SharedInformers.Core().V1().Nodes(),
+					p, clientcsr.Options{Metrics: m, Changed: p.Changed})
+				if err != nil {
+					return nil, false, err
+				}
+				go c.Run(ctx, 1)
+				return nil, true, nil
+			}
+		},
+	}
+}
+
 // newServingCluster is the serving-csr controller's view of the cluster:
 // its own informers (Services, Namespaces, the API server's
 // EndpointSlices, ServiceCIDRs where the API server serves them) and
@@ -209,6 +240,8 @@ func newCCMCommand(env []string, stderr io.Writer, stop <-chan struct{}, restart
 	ctrls[nodetopology.Name] = nodeTopologyController(events, topologyMetrics, &tee)
 	csrMetrics := servingcsr.NewMetrics()
 	ctrls[servingcsr.Name] = servingCSRController(events, csrMetrics)
+	clientMetrics := clientcsr.NewMetrics()
+	ctrls[clientcsr.Name] = clientCSRController(clientMetrics)
 	lead := &leadership{}
 	lead.wrap(ctrls)
 	reloadMetrics := configwatch.NewMetrics()
@@ -279,7 +312,7 @@ Operator commands:
 			fmt.Fprintf(stderr, "%s is set: no Node is deleted because its VM is gone (the reference CCM's switch; any value counts, even false)\n", config.SkipNodeDeletionEnv)
 		}
 		m := provider.NewMetrics()
-		for _, c := range slices.Concat(m.Collectors(), topologyMetrics.Collectors(), csrMetrics.Collectors(), events.Collectors(), reloadMetrics.Collectors()) {
+		for _, c := range slices.Concat(m.Collectors(), topologyMetrics.Collectors(), csrMetrics.Collectors(), clientMetrics.Collectors(), events.Collectors(), reloadMetrics.Collectors()) {
 			if err := legacyregistry.Register(c); err != nil {
 				return fmt.Errorf("register metrics: %w", err)
 			}
@@ -388,6 +421,10 @@ func checkStart(cfg *config.Config, controllers []string, nodeLabels map[string]
 	}
 	if err := needsServingCSR(cfg, controllers); err != nil {
 		return nil, err
+	}
+	if cfg.Nodes.Identity.ApproveClientCertificates &&
+		!genericcontrollermanager.IsControllerEnabled(clientcsr.Name, app.ControllersDisabledByDefault, controllers) {
+		return nil, fmt.Errorf("nodes.identity.approveClientCertificates is true, but the %s controller that approves them is not enabled: add %s to --controllers (or use --controllers=*), or remove the field", clientcsr.Name, clientcsr.Name)
 	}
 	labelWarnings, err := checkNodeLabels(nodeLabels, cfg)
 	if err != nil {

@@ -570,6 +570,7 @@ func (b *builder) buildNodes(raw *rawNodes) Nodes {
 		NotReadyFor:   orDefault(oos.NotReadyFor, DefaultOutOfServiceNotReadyFor),
 		PoweredOffFor: orDefault(oos.PoweredOffFor, DefaultOutOfServicePoweredOffFor)}
 	n.ServingCertificates = b.buildServingCertificates(raw.ServingCertificates)
+	n.Identity = b.buildIdentity(raw.Identity)
 	for _, m := range deref(raw.LookupOrder) {
 		n.LookupOrder = append(n.LookupOrder, LookupMethod(m))
 	}
@@ -600,6 +601,23 @@ func (b *builder) buildServingCertificates(sc *rawServingCertificates) ServingCe
 	}
 	if sc.AllowedIPRanges != nil && len(*sc.AllowedIPRanges) == 0 {
 		b.errorf(p+".allowedIPRanges", "is empty: it would deny every IP SAN; list the ranges Node addresses are in, or remove the key")
+	}
+	return out
+}
+
+// buildIdentity reads nodes.identity.
+func (b *builder) buildIdentity(id *rawIdentity) Identity {
+	if id == nil {
+		return Identity{KeyFingerprintKey: DefaultKeyFingerprintKey}
+	}
+	out := Identity{ApproveClientCertificates: deref(id.ApproveClientCertificates),
+		KeyFingerprintKey: orDefault(id.KeyFingerprintKey, DefaultKeyFingerprintKey)}
+	k := out.KeyFingerprintKey
+	switch {
+	case !strings.HasPrefix(k, "guestinfo.") || len(k) == len("guestinfo."):
+		b.errorf("nodes.identity.keyFingerprintKey", "%q is not a guestinfo.* key: the guest publishes its key's fingerprint with vmware-rpctool \"info-set guestinfo.<name> <fingerprint>\", and can write no other key", k)
+	case strings.ContainsAny(k, " \t\"[]"):
+		b.errorf("nodes.identity.keyFingerprintKey", "%q holds a space, a quote or a bracket: write a key like guestinfo.vsphere-ccm.kubelet-client-key", k)
 	}
 	return out
 }

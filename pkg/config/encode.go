@@ -68,6 +68,7 @@ type yamlNodes struct {
 	OutOfService                     *yamlOutOfService    `json:"outOfService,omitempty"`
 	ServingCertificates              *ServingCertificates `json:"servingCertificates,omitempty"`
 	AdoptUntainted                   bool                 `json:"adoptUntainted,omitempty"`
+	Identity                         *Identity            `json:"identity,omitempty"`
 }
 
 type yamlOutOfService struct {
@@ -151,6 +152,12 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 			sc.ClusterDomain = "" // omitted: the default
 		}
 		f.Nodes.ServingCertificates = &sc
+	}
+	if id := cfg.Nodes.Identity; id != (Identity{KeyFingerprintKey: DefaultKeyFingerprintKey}) {
+		if id.KeyFingerprintKey == DefaultKeyFingerprintKey {
+			id.KeyFingerprintKey = "" // omitted: the default
+		}
+		f.Nodes.Identity = &id
 	}
 	if !reflect.DeepEqual(cfg.Labels, Labels{OnDrift: DriftKeep}) {
 		f.Labels = &cfg.Labels

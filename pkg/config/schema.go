@@ -143,6 +143,13 @@ type rawNodes struct {
 	ServingCertificates *rawServingCertificates `yaml:"servingCertificates" ini:"-"`
 	// Extension: Nodes that joined without the uninitialized taint.
 	AdoptUntainted *bool `yaml:"adoptUntainted" ini:"-"`
+	// Extension: kubelet client certificates bound to VMs by vCenter.
+	Identity *rawIdentity `yaml:"identity" ini:"-"`
+}
+
+type rawIdentity struct {
+	ApproveClientCertificates *bool   `yaml:"approveClientCertificates" ini:"-"`
+	KeyFingerprintKey         *string `yaml:"keyFingerprintKey" ini:"-"`
 }
 
 type rawServingCertificates struct {

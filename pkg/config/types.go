@@ -376,7 +376,28 @@ type Nodes struct {
 	// ServingCertificates is the opt-in approval of kubelet serving
 	// certificate requests.
 	ServingCertificates ServingCertificates `json:"servingCertificates"`
+	// Identity is the opt-in binding of kubelet client certificates, and
+	// of Node initialization, to VMs by vCenter's records.
+	Identity Identity `json:"identity"`
 }
+
+// Identity is the opt-in policy of the kubelet-client-csr controller: a
+// kubelet's first client certificate request (signer
+// kubernetes.io/kube-apiserver-client-kubelet, from a bootstrap token) is
+// approved only when vCenter binds its public key and its Node name to one
+// VM; such a Node is initialized only as that VM.
+type Identity struct {
+	// ApproveClientCertificates turns it on (default off).
+	ApproveClientCertificates bool `json:"approveClientCertificates"`
+	// KeyFingerprintKey is the extraConfig key in which a VM's guest
+	// publishes the SHA-256 fingerprint of its kubelet's pending client
+	// key (default guestinfo.vsphere-ccm.kubelet-client-key; it must be a
+	// guestinfo.* key, the only ones a guest can write).
+	KeyFingerprintKey string `json:"keyFingerprintKey,omitempty"`
+}
+
+// DefaultKeyFingerprintKey is the default of Identity.KeyFingerprintKey.
+const DefaultKeyFingerprintKey = "guestinfo.vsphere-ccm.kubelet-client-key"
 
 // ServingCertificates is the opt-in policy under which the serving-csr
 // controller approves a kubelet's serving certificate request (signer

@@ -254,6 +254,12 @@ func (d *data) applyIdentity(res *applied, updates []types.ObjectUpdate, o specO
 				if c.Name == "guest.net" && !o.guestIPs {
 					continue
 				}
+				if o.kubeletKey != "" && c.Name == o.kubeletKey {
+					key := strings.TrimSpace(optionString(c.Val))
+					changed = changed || key != id.kubeletKey // a request waiting for it is retried
+					id.kubeletKey = key
+					continue
+				}
 				applyIdent(id, c)
 			}
 			// Who reports an address changed: a request waiting for it

@@ -41,6 +41,17 @@ type specOptions struct {
 	guestIPs         bool // every VM's guest addresses (guest.net)
 	clusterGroups    bool // clusters' DRS groups and rules
 	customAttributes bool // the VMs' custom attribute values, and their definitions
+	// kubeletKey is the property path of the kubelet key fingerprint
+	// followed for every VM (keyProperty), "" when not.
+	kubeletKey string
+}
+
+// keyProperty is the property path of extraConfig key k, "" for none.
+func keyProperty(k string) string {
+	if k == "" {
+		return ""
+	}
+	return `config.extraConfig["` + k + `"]`
 }
 
 // detailProperties are the VM properties read for the VMs whose details
@@ -103,11 +114,16 @@ func inventorySpec(objectViews, vmViews, extra []types.ManagedObjectReference, o
 
 // vmIdentityProperties are the VM properties inventorySpec reads.
 func vmIdentityProperties(o specOptions) []string {
-	switch {
-	case o.allDetails:
-		return detailProperties(o)
-	}
 	props := identityProperties
+	if o.allDetails {
+		props = detailProperties(o)
+	}
+	if o.kubeletKey != "" {
+		props = append(slices.Clip(props), o.kubeletKey)
+	}
+	if o.allDetails {
+		return props
+	}
 	if o.hostnames {
 		props = append(slices.Clip(props), "guest.hostName")
 	}

@@ -21,6 +21,9 @@ type ident struct {
 	// ips are the guest's addresses (guest.net), when they are followed
 	// for every VM (Options.GuestIPs): who else reports an address.
 	ips []netip.Addr
+	// kubeletKey is the kubelet key fingerprint the guest publishes
+	// (Options.KubeletKeyProperty), "" when none.
+	kubeletKey string
 	// lost: runtime.connectionState is inaccessible, orphaned or invalid,
 	// so the identity vCenter reports may not be the VM's.
 	lost bool

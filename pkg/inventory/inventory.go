@@ -41,6 +41,11 @@ type Options struct {
 	// VM's adapters cost a few hundred bytes a VM on the wire and tens in
 	// memory.
 	GuestIPs bool
+	// KubeletKeyProperty, if set, is the extraConfig key (a guestinfo.*
+	// key) in which guests publish their kubelet's client key fingerprint:
+	// it is followed for every VM, for KeyOwners. Tens of bytes per VM
+	// that publishes one; nothing for the others.
+	KubeletKeyProperty string
 	// CustomAttributes reads the custom attribute values of the VMs whose
 	// details are kept, and the attributes' definitions (VM.Attributes).
 	CustomAttributes bool

@@ -41,6 +41,10 @@ const (
 	// search, and the Node carries no record of its VM's reference (see
 	// UnrecordedError).
 	ReasonVMReferenceUnrecorded = "VMReferenceUnrecorded"
+	// ReasonNodeIdentityMismatch: with nodes.identity, a Node reports the
+	// machine of a VM vCenter does not name like it (see
+	// IdentityMismatchError).
+	ReasonNodeIdentityMismatch = "NodeIdentityMismatch"
 )
 
 // reason classifies an error; "" means no event.
@@ -58,9 +62,12 @@ func reason(err error, notFoundIsProblem bool) string {
 	var np *inventory.NoPermissionError
 	var pe *inventory.PrivilegeError
 	var ue *UnrecordedError
+	var im *IdentityMismatchError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &im):
+		return ReasonNodeIdentityMismatch
 	case errors.As(err, &np), errors.As(err, &pe):
 		return ReasonVMNotVisible
 	case errors.As(err, &ue):

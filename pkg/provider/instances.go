@@ -168,6 +168,9 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 	if err != nil {
 		return nil, vm, topo, err
 	}
+	if err := p.checkIdentity(node, vm); err != nil {
+		return nil, vm, topo, err
+	}
 	vc, _ := p.cfg.VCenter(vm.VCenter)
 	addrs, err := Addresses(vm, p.cfg.Nodes, vc.IPFamilies)
 	if err != nil {

@@ -30,6 +30,7 @@ type Metrics struct {
 	readsSeen  map[string]uint64
 	unreadable *metrics.GaugeVec
 	missing    *metrics.GaugeVec
+	mismatch   *metrics.Counter
 	vapiExpiry *metrics.GaugeVec
 	vapiFail   *metrics.GaugeVec
 	tagAge     *metrics.GaugeVec
@@ -114,6 +115,9 @@ func newMetrics() *Metrics {
 		missing: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_missing_privileges",
 			Help:           "Objects of each vCenter (its datacenters in scope, their VM and host folders, the folders of Nodes' VMs) on which the CCM's user lacked System.Read at the last check (every 10 minutes); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		mismatch: metrics.NewCounter(&metrics.CounterOpts{Namespace: namespace, Name: "node_identity_mismatches_total",
+			Help:           "Initializations refused with nodes.identity: the Node reported the machine of a VM vCenter does not name like the Node (NodeIdentityMismatch events name them); such a Node is never deleted for it.",
+			StabilityLevel: metrics.ALPHA}),
 		vapiExpiry: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_vapi_token_expiry_timestamp_seconds",
 			Help:           "When the token of each vCenter's vAPI session expires (Unix time; certificate mode only): it is renewed at three quarters of its lifetime, and tags cannot be read once it has expired unrenewed.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
@@ -141,7 +145,7 @@ func newMetrics() *Metrics {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.missing, m.vapiExpiry, m.vapiFail, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.missing, m.mismatch, m.vapiExpiry, m.vapiFail, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
 }
 
 // Request implements vcenter.Observer.
@@ -218,6 +222,13 @@ func (m *Metrics) Refresh(p *Provider) {
 			_, at, _ := tc.Status()
 			m.tagAge.WithLabelValues(c.Name()).Set(age(at))
 		}
+	}
+}
+
+// identityMismatch counts a refused initialization (nil-safe).
+func (m *Metrics) identityMismatch() {
+	if m != nil {
+		m.mismatch.Inc()
 	}
 }
 

@@ -188,7 +188,13 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 	p.inv = inventory.New(ic, inventory.Options{MaxWait: p.opts.InventoryMaxWait, AllDetails: p.opts.AllVMDetails, EagerDetailsMax: p.opts.EagerDetailsMax,
 		GuestHostnames: slices.Contains(p.cfg.Nodes.LookupOrder, config.LookupGuestHostname),
 		GuestIPs:       p.cfg.Nodes.ServingCertificates.Approve,
-		ClusterGroups:  len(p.cfg.HostGroupZones) > 0 || slices.Contains(p.cfg.Labels.Placement, config.PlacementHostGroup),
+		KubeletKeyProperty: func() string {
+			if p.cfg.Nodes.Identity.ApproveClientCertificates {
+				return p.cfg.Nodes.Identity.KeyFingerprintKey
+			}
+			return ""
+		}(),
+		ClusterGroups: len(p.cfg.HostGroupZones) > 0 || slices.Contains(p.cfg.Labels.Placement, config.PlacementHostGroup),
 		CustomAttributes: p.cfg.Labels.InstanceTypeAttribute != "" ||
 			slices.ContainsFunc(p.cfg.Labels.Additional, func(a config.AdditionalLabel) bool { return a.Attribute != "" }), SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second),
 		PageTimeout: p.cfg.Global.RequestTimeout + 30*time.Second, Clock: p.opts.Clock})

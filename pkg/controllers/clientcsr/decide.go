@@ -1,0 +1,122 @@
+package clientcsr
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
+)
+
+// Decision is what becomes of a request.
+type Decision string
+
+// The decisions.
+const (
+	Approve Decision = "approve"
+	Deny    Decision = "deny"
+	Pending Decision = "pending" // vCenter cannot tell yet: retried
+)
+
+// Reasons, on the request's condition, its events and the metric.
+const (
+	ReasonBound          = "VMBound"              // approved
+	ReasonMalformed      = "NotAKubeletRequest"   // Inspect refused it
+	ReasonNoVM           = "NoVMPublishesKey"     // no VM publishes the key's fingerprint
+	ReasonSeveralVMs     = "SeveralVMsPublishKey" // more than one VM does
+	ReasonNameMismatch   = "NodeNameNotVMName"    // the VM publishing it is named otherwise
+	ReasonTemplate       = "VMIsTemplate"         // a template publishes it
+	ReasonBoundElsewhere = "VMBoundToAnotherNode" // another Node is that VM
+	ReasonNodeIsOtherVM  = "NodeIsAnotherVM"      // the Node exists, as another VM
+	ReasonUnknown        = "VCenterCannotTell"    // pending: an inventory is not current
+	ReasonNotPublished   = "KeyNotPublishedYet"   // pending: within the grace period
+)
+
+// Verdict is a decision with its reason and a message for the operator.
+type Verdict struct {
+	Decision Decision
+	Reason   string
+	Message  string
+	// VM is the bound VM, when approved.
+	VM inventory.KeyOwner
+}
+
+// Facts are what the decision reads: the VMs publishing a fingerprint
+// (the inventory), and the Nodes (the informer).
+type Facts interface {
+	KeyOwners(fingerprint string) ([]inventory.KeyOwner, error)
+}
+
+// NodeLister lists the Nodes.
+type NodeLister interface {
+	List() ([]*v1.Node, error)
+}
+
+// Decide tells what becomes of req, made at created; now and grace say
+// how long a key nobody publishes yet is waited for (the guest publishes
+// it before the kubelet starts, and the inventory sees it within a long
+// poll).
+func Decide(req Request, created, now time.Time, grace time.Duration, facts Facts, nodes []*v1.Node) Verdict {
+	owners, err := facts.KeyOwners(req.Fingerprint)
+	var incomplete *inventory.IncompleteError
+	if err != nil && !errors.As(err, &incomplete) {
+		return Verdict{Decision: Pending, Reason: ReasonUnknown, Message: "the VMs publishing the key cannot be listed: " + err.Error()}
+	}
+	switch {
+	case len(owners) > 1:
+		return Verdict{Decision: Deny, Reason: ReasonSeveralVMs,
+			Message: fmt.Sprintf("%d VMs publish the fingerprint %s of this request's key (%s): a key binds one VM", len(owners), req.Fingerprint, names(owners))}
+	case err != nil:
+		// Another VM may publish it where an inventory is not current.
+		return Verdict{Decision: Pending, Reason: ReasonUnknown, Message: "not every vCenter can tell which VMs publish the key: " + err.Error()}
+	case len(owners) == 0 && now.Sub(created) < grace:
+		return Verdict{Decision: Pending, Reason: ReasonNotPublished,
+			Message: fmt.Sprintf("no VM publishes the fingerprint %s of this request's key yet; waiting up to %s from the request for its guest to publish it", req.Fingerprint, grace)}
+	case len(owners) == 0:
+		return Verdict{Decision: Deny, Reason: ReasonNoVM,
+			Message: fmt.Sprintf("no VM in the configured vCenters and datacenters publishes the fingerprint %s of this request's key: a bootstrap token alone makes its holder no Node", req.Fingerprint)}
+	}
+	vm := owners[0]
+	switch {
+	case vm.Template:
+		return Verdict{Decision: Deny, Reason: ReasonTemplate, Message: fmt.Sprintf("VM %s, which publishes the key, is a template", vm)}
+	case !strings.EqualFold(vm.Name, req.Node):
+		return Verdict{Decision: Deny, Reason: ReasonNameMismatch,
+			Message: fmt.Sprintf("VM %s publishes the key, and asks for Node %q: vCenter names it %q", vm, req.Node, vm.Name)}
+	}
+	for _, n := range nodes {
+		uuid := nodeUUID(n)
+		switch {
+		case uuid != "" && strings.EqualFold(uuid, vm.UUID) && n.Name != req.Node:
+			return Verdict{Decision: Deny, Reason: ReasonBoundElsewhere, Message: fmt.Sprintf("VM %s is already Node %s", vm, n.Name)}
+		case n.Name == req.Node && uuid != "" && !strings.EqualFold(uuid, vm.UUID):
+			return Verdict{Decision: Deny, Reason: ReasonNodeIsOtherVM, Message: fmt.Sprintf("Node %s exists as another VM (providerID %s), not %s", n.Name, n.Spec.ProviderID, vm)}
+		}
+	}
+	return Verdict{Decision: Approve, Reason: ReasonBound, VM: vm,
+		Message: fmt.Sprintf("bound by vCenter: VM %s (BIOS UUID %s) publishes the key's fingerprint and is named %q", vm, vm.UUID, vm.Name)}
+}
+
+// nodeUUID is the BIOS UUID of a Node's vSphere providerID, "" for none.
+func nodeUUID(n *v1.Node) string {
+	if n.Spec.ProviderID == "" {
+		return ""
+	}
+	u, err := providerid.UUID(n.Spec.ProviderID)
+	if err != nil {
+		return ""
+	}
+	return u
+}
+
+func names(owners []inventory.KeyOwner) string {
+	var s []string
+	for _, o := range owners {
+		s = append(s, o.String())
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,62 @@
+package inventory
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// KeyOwner is a VM whose guest publishes a kubelet key fingerprint.
+type KeyOwner struct {
+	VCenter  string
+	Ref      types.ManagedObjectReference
+	Name     string
+	UUID     string // BIOS UUID, lower case
+	Template bool
+}
+
+// String names the VM for humans: vCenter/name (moref).
+func (o KeyOwner) String() string { return fmt.Sprintf("%s/%s (%s)", o.VCenter, o.Name, o.Ref.Value) }
+
+// KeyOwners lists every VM, templates included, in every vCenter, whose
+// guest publishes fingerprint in Options.KubeletKeyProperty, from the
+// indexes alone: no request. The list is complete only when every index is
+// current; otherwise the VMs found so far come with an IncompleteError
+// naming what could not answer: another VM may publish it there.
+func (inv *Inventory) KeyOwners(fingerprint string) ([]KeyOwner, error) {
+	var out []KeyOwner
+	var causes []error
+	for _, ix := range inv.indexes {
+		if ix.keyProp == "" {
+			causes = append(causes, fmt.Errorf("vCenter %q: kubelet key fingerprints are not followed (Options.KubeletKeyProperty is empty)", ix.VCenter()))
+			continue
+		}
+		// The status first, as in find: data read after it is at least as new.
+		if ok, _, err := ix.Status(); !ok {
+			causes = append(causes, err)
+		}
+		ix.store.read(func(d *data) {
+			for _, id := range d.vms {
+				if id.kubeletKey != "" && strings.EqualFold(id.kubeletKey, fingerprint) {
+					out = append(out, KeyOwner{VCenter: ix.VCenter(), Name: id.name, UUID: uuidString(id.uuid), Template: id.template,
+						Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref}})
+				}
+			}
+		})
+	}
+	slices.SortFunc(out, func(a, b KeyOwner) int { return strings.Compare(a.String(), b.String()) })
+	if len(causes) > 0 {
+		return out, &IncompleteError{Key: "kubelet key fingerprint " + fingerprint, Causes: causes}
+	}
+	return out, nil
+}
+
+// uuidString is a BIOS UUID as text, "" for none.
+func uuidString(k uuidKey) string {
+	if k == (uuidKey{}) {
+		return ""
+	}
+	return k.String()
+}

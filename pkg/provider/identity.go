@@ -1,0 +1,46 @@
+package provider
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+)
+
+// IdentityMismatchError: with nodes.identity, a Node being initialized
+// whose VM (found by what its kubelet reported) is not the VM vCenter
+// names like the Node. A kubelet chooses its Node name and reports its
+// machine UUID; only vCenter's word binds the two. The Node is not
+// initialized, and never deleted for it.
+type IdentityMismatchError struct {
+	Node string
+	VM   inventory.VM
+}
+
+func (e *IdentityMismatchError) Error() string {
+	return fmt.Sprintf("node %s reports the machine of VM %s, whose name in vCenter is %q: with nodes.identity a Node is initialized only as the VM vCenter names like it (its kubelet's certificate was bound to that VM); the Node is not initialized. If the VM was renamed, rename it back or register the Node under the VM's name",
+		e.Node, e.VM.Location(), e.VM.Name)
+}
+
+// checkIdentity refuses to initialize node as vm unless vCenter names vm
+// like node (nodes.identity). Initialized Nodes (a providerID) are
+// answered as they are.
+func (p *Provider) checkIdentity(node *v1.Node, vm inventory.VM) error {
+	if !p.cfg.Nodes.Identity.ApproveClientCertificates || node.Spec.ProviderID != "" || strings.EqualFold(vm.Name, node.Name) {
+		return nil
+	}
+	p.opts.Metrics.identityMismatch()
+	return &IdentityMismatchError{Node: node.Name, VM: vm}
+}
+
+// KeyOwners lists every VM, in every vCenter, whose guest publishes
+// fingerprint as its kubelet's client key (nodes.identity), from the
+// inventories alone. An error means the list may be incomplete.
+func (p *Provider) KeyOwners(fingerprint string) ([]inventory.KeyOwner, error) {
+	if !p.ready() {
+		return nil, p.notReady()
+	}
+	return p.inv.KeyOwners(fingerprint)
+}
