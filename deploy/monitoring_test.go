@@ -22,6 +22,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/configwatch"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/clientcsr"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/nodetopology"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/servingcsr"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
@@ -71,7 +72,7 @@ func ccmMetrics(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	reg := metrics.NewKubeRegistry() // registration creates the lazy metrics
 	// Every metric the command registers (cmd/.../ccm.go).
-	for _, c := range slices.Concat(provider.NewMetrics().Collectors(), nodetopology.NewMetrics().Collectors(), nodeevents.New(nil).Collectors(), configwatch.NewMetrics().Collectors(), servingcsr.NewMetrics().Collectors()) {
+	for _, c := range slices.Concat(provider.NewMetrics().Collectors(), nodetopology.NewMetrics().Collectors(), nodeevents.New(nil).Collectors(), configwatch.NewMetrics().Collectors(), servingcsr.NewMetrics().Collectors(), clientcsr.NewMetrics().Collectors()) {
 		reg.MustRegister(c)
 		ch := make(chan *prometheus.Desc, 10)
 		c.(interface{ Describe(chan<- *prometheus.Desc) }).Describe(ch)

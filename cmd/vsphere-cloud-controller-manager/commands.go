@@ -26,7 +26,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 // operator commands (config, topology), or else the controller manager,
 // which runs until ctx ends.
 func run(ctx context.Context, args, env []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || !slices.Contains([]string{"config", "topology", "migrate", "csr"}, args[0]) {
+	if len(args) == 0 || !slices.Contains([]string{"config", "topology", "migrate", "csr", "node"}, args[0]) {
 		return runCCM(ctx, args, env, stdout, stderr)
 	}
 	root := newRootCommand(ctx, env, stdout, stderr)
@@ -96,7 +96,7 @@ func newRootCommand(ctx context.Context, env []string, stdout, stderr io.Writer)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newConfigCommand(env, stdout, stderr), newTopologyCommand(ctx, env, stdout, stderr), newMigrateCommand(ctx, env, stdout, stderr),
-		newCSRCommand(ctx, env, stdout, stderr))
+		newCSRCommand(ctx, env, stdout, stderr), newNodeCommand(ctx, stdout, stderr))
 	return root
 }
 
