@@ -105,7 +105,7 @@ func NewIndex(c Client, opts Options) *Index {
 		searchTimeout: searchTimeout, pageTimeout: pageTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax, followEvery: opts.FollowInterval,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, guestIPs: opts.GuestIPs, attributes: opts.CustomAttributes,
 		keyProp: keyProperty(opts.KubeletKeyProperty),
-		store: newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
+		store:   newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
 	delayed, ok := clk.(clock.WithDelayedExecution)
 	window := opts.PrefetchInterval
 	if !ok {
