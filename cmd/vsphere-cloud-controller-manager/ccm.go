@@ -184,9 +184,13 @@ func clientCSRController(m *clientcsr.Metrics) app.ControllerInitFuncConstructor
 					klog.FromContext(ctx).V(2).Info("Kubelet client certificate requests are left to other approvers (nodes.identity.approveClientCertificates is off)", "controller", clientcsr.Name)
 					return nil, false, nil
 				}
+				grace := p.Config().Nodes.Identity.KeyPublishTimeout
+				if grace == 0 {
+					grace = -1 // configured: no wait
+				}
 				c, err := clientcsr.New(cc.ClientBuilder.ClientOrDie(ic.ClientName),
 					cc.SharedInformers.Certificates().V1().CertificateSigningRequests(), cc.SharedInformers.Core().V1().Nodes(),
-					p, clientcsr.Options{Metrics: m, Changed: p.Changed})
+					p, clientcsr.Options{Metrics: m, Changed: p.Changed, Grace: grace})
 				if err != nil {
 					return nil, false, err
 				}

@@ -608,10 +608,14 @@ func (b *builder) buildServingCertificates(sc *rawServingCertificates) ServingCe
 // buildIdentity reads nodes.identity.
 func (b *builder) buildIdentity(id *rawIdentity) Identity {
 	if id == nil {
-		return Identity{KeyFingerprintKey: DefaultKeyFingerprintKey}
+		return Identity{KeyFingerprintKey: DefaultKeyFingerprintKey, KeyPublishTimeout: DefaultKeyPublishTimeout}
 	}
 	out := Identity{ApproveClientCertificates: deref(id.ApproveClientCertificates),
-		KeyFingerprintKey: orDefault(id.KeyFingerprintKey, DefaultKeyFingerprintKey)}
+		KeyFingerprintKey: orDefault(id.KeyFingerprintKey, DefaultKeyFingerprintKey),
+		KeyPublishTimeout: orDefault(id.KeyPublishTimeout, DefaultKeyPublishTimeout)}
+	if out.KeyPublishTimeout < 0 {
+		b.errorf("nodes.identity.keyPublishTimeout", "is negative; write a duration like 5m (0: deny at once a request whose key no VM publishes)")
+	}
 	k := out.KeyFingerprintKey
 	switch {
 	case !strings.HasPrefix(k, "guestinfo.") || len(k) == len("guestinfo."):

@@ -68,7 +68,13 @@ type yamlNodes struct {
 	OutOfService                     *yamlOutOfService    `json:"outOfService,omitempty"`
 	ServingCertificates              *ServingCertificates `json:"servingCertificates,omitempty"`
 	AdoptUntainted                   bool                 `json:"adoptUntainted,omitempty"`
-	Identity                         *Identity            `json:"identity,omitempty"`
+	Identity                         *yamlIdentity        `json:"identity,omitempty"`
+}
+
+type yamlIdentity struct {
+	ApproveClientCertificates bool   `json:"approveClientCertificates"`
+	KeyFingerprintKey         string `json:"keyFingerprintKey,omitempty"`
+	KeyPublishTimeout         string `json:"keyPublishTimeout,omitempty"`
 }
 
 type yamlOutOfService struct {
@@ -153,11 +159,15 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 		}
 		f.Nodes.ServingCertificates = &sc
 	}
-	if id := cfg.Nodes.Identity; id != (Identity{KeyFingerprintKey: DefaultKeyFingerprintKey}) {
-		if id.KeyFingerprintKey == DefaultKeyFingerprintKey {
-			id.KeyFingerprintKey = "" // omitted: the default
+	if id := cfg.Nodes.Identity; id != (Identity{KeyFingerprintKey: DefaultKeyFingerprintKey, KeyPublishTimeout: DefaultKeyPublishTimeout}) {
+		y := &yamlIdentity{ApproveClientCertificates: id.ApproveClientCertificates}
+		if id.KeyFingerprintKey != DefaultKeyFingerprintKey {
+			y.KeyFingerprintKey = id.KeyFingerprintKey
 		}
-		f.Nodes.Identity = &id
+		if id.KeyPublishTimeout != DefaultKeyPublishTimeout {
+			y.KeyPublishTimeout = id.KeyPublishTimeout.String()
+		}
+		f.Nodes.Identity = y
 	}
 	if !reflect.DeepEqual(cfg.Labels, Labels{OnDrift: DriftKeep}) {
 		f.Labels = &cfg.Labels

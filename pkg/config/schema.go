@@ -149,7 +149,8 @@ type rawNodes struct {
 
 type rawIdentity struct {
 	ApproveClientCertificates *bool   `yaml:"approveClientCertificates" ini:"-"`
-	KeyFingerprintKey         *string `yaml:"keyFingerprintKey" ini:"-"`
+	KeyFingerprintKey         *string        `yaml:"keyFingerprintKey" ini:"-"`
+	KeyPublishTimeout         *time.Duration `yaml:"keyPublishTimeout" ini:"-"`
 }
 
 type rawServingCertificates struct {

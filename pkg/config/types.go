@@ -394,7 +394,14 @@ type Identity struct {
 	// key (default guestinfo.vsphere-ccm.kubelet-client-key; it must be a
 	// guestinfo.* key, the only ones a guest can write).
 	KeyFingerprintKey string `json:"keyFingerprintKey,omitempty"`
+	// KeyPublishTimeout is how long a request whose key no VM publishes
+	// yet waits before it is denied (default 5m): the guest publishes it
+	// before the kubelet starts, and the inventory sees it within seconds.
+	KeyPublishTimeout time.Duration `json:"keyPublishTimeout"`
 }
+
+// DefaultKeyPublishTimeout is the default of Identity.KeyPublishTimeout.
+const DefaultKeyPublishTimeout = 5 * time.Minute
 
 // DefaultKeyFingerprintKey is the default of Identity.KeyFingerprintKey.
 const DefaultKeyFingerprintKey = "guestinfo.vsphere-ccm.kubelet-client-key"

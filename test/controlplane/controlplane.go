@@ -125,6 +125,9 @@ func start(ctx context.Context, binDir, dir string, p *pki, free func(n int) ([]
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--authorization-mode=Node,RBAC",
+		// Bootstrap tokens (kube-system Secrets of type
+		// bootstrap.kubernetes.io/token), as kubeadm's clusters have them.
+		"--enable-bootstrap-token-auth",
 		"--enable-priority-and-fairness=false",
 		"--v=1")...); err != nil {
 		cp.Stop()

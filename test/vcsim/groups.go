@@ -132,6 +132,19 @@ func (v *VCenter) SetHardware(ctx context.Context, vm types.ManagedObjectReferen
 	return task.Wait(ctx)
 }
 
+// PublishGuestInfo sets a guestinfo.* value of a VM as its guest does with
+// VMware Tools (vmware-rpctool "info-set <key> <value>"): the simulator
+// runs no guest, so the value is written into the VM's extraConfig, where
+// vCenter shows what a guest sets.
+func (v *VCenter) PublishGuestInfo(ctx context.Context, vm types.ManagedObjectReference, key, value string) error {
+	task, err := object.NewVirtualMachine(v.admin, vm).Reconfigure(ctx,
+		types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: key, Value: value}}})
+	if err != nil {
+		return err
+	}
+	return task.Wait(ctx)
+}
+
 // AddHostAddress gives an ESXi host one more VMkernel adapter with ip
 // (config.network.vnic), as a vMotion or vSAN network adds one.
 func (v *VCenter) AddHostAddress(host types.ManagedObjectReference, ip string) {

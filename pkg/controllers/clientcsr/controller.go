@@ -46,7 +46,8 @@ type Options struct {
 	Recorder record.EventRecorder
 	// Metrics, if set, count the decisions.
 	Metrics *Metrics
-	// Grace: see DefaultGrace.
+	// Grace: see DefaultGrace (0: DefaultGrace; negative: none, a key no
+	// VM publishes is denied at once).
 	Grace time.Duration
 	// RetryMin and RetryMax bound the back-off of a pending request
 	// (default 1s and 30s); an inventory change retries every pending
@@ -76,8 +77,11 @@ type Controller struct {
 
 // New returns a controller on the shared informers; Run starts it.
 func New(kube kubernetes.Interface, csrs certinformers.CertificateSigningRequestInformer, nodes coreinformers.NodeInformer, facts Facts, opts Options) (*Controller, error) {
-	if opts.Grace <= 0 {
+	switch {
+	case opts.Grace == 0:
 		opts.Grace = DefaultGrace
+	case opts.Grace < 0:
+		opts.Grace = 0
 	}
 	if opts.RetryMin <= 0 {
 		opts.RetryMin = time.Second
