@@ -148,7 +148,7 @@ type rawNodes struct {
 }
 
 type rawIdentity struct {
-	ApproveClientCertificates *bool   `yaml:"approveClientCertificates" ini:"-"`
+	ApproveClientCertificates *bool          `yaml:"approveClientCertificates" ini:"-"`
 	KeyFingerprintKey         *string        `yaml:"keyFingerprintKey" ini:"-"`
 	KeyPublishTimeout         *time.Duration `yaml:"keyPublishTimeout" ini:"-"`
 }
