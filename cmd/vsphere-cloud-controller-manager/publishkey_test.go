@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,5 +67,32 @@ func TestPublishKey(t *testing.T) {
 	must.OK(t, os.WriteFile(fail, nil, 0o600))
 	if code, _, stderr := publish(); code == 0 || !strings.Contains(stderr, "Failed sending message to VMware") {
 		t.Errorf("a failing rpctool: exit %d, %s", code, stderr)
+	}
+}
+
+// TestPublishKeyOneLiner: the shell steps docs/security.md gives for a
+// guest without this binary (openssl, sha256sum) make a key the kubelet
+// loads and the fingerprint the controller computes.
+func TestPublishKeyOneLiner(t *testing.T) {
+	for _, tool := range []string{"sh", "openssl", "sha256sum", "cut"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	key := filepath.Join(dir, "kubelet-client.key.tmp")
+	script := `K=` + key + `
+[ -s "$K" ] || (umask 077; openssl ecparam -name prime256v1 -genkey -noout -out "$K")
+openssl pkey -in "$K" -pubout -outform DER | sha256sum | cut -d' ' -f1`
+	out, err := exec.Command("sh", "-c", script).Output()
+	must.OK(t, err)
+	pemKey, err := os.ReadFile(key)
+	must.OK(t, err)
+	parsed, err := keyutil.ParsePrivateKeyPEM(pemKey) // as the kubelet's bootstrap loads it
+	must.OK(t, err)
+	want, err := clientcsr.Fingerprint(parsed.(crypto.Signer).Public())
+	must.OK(t, err)
+	if got := strings.TrimSpace(string(out)); got != want {
+		t.Errorf("the one-liner publishes %s, the controller computes %s", got, want)
 	}
 }
