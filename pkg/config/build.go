@@ -648,6 +648,14 @@ func (b *builder) prefixes(path string, raw *[]string) []netip.Prefix {
 			b.warnf(ip, "%q has host bits set; using %s", s, pfx.Masked())
 			pfx = pfx.Masked()
 		}
+		if pfx.Addr().Is4In6() {
+			// Addresses are compared unmapped: an IPv4-mapped prefix
+			// would never contain one. (Masked, a mapped prefix is at
+			// least /96: shorter ones lose the ffff.)
+			v4 := netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
+			b.warnf(ip, "%q is an IPv4-mapped prefix; using %s", s, v4)
+			pfx = v4
+		}
 		out = append(out, pfx)
 	}
 	return out

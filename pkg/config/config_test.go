@@ -2,6 +2,7 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -446,4 +447,21 @@ func TestDeletionDelayWithoutDeletion(t *testing.T) {
 		}
 	}
 	t.Errorf("warnings %v: none about nodes.deletionDelay", warns)
+}
+
+// TestMappedPrefixes: an IPv4-mapped prefix in the serving certificate
+// ranges is read as its IPv4 range (addresses are compared unmapped: it
+// would match nothing), with a warning.
+func TestMappedPrefixes(t *testing.T) {
+	base := "vcenter:\n  a:\n    server: a.example.com\n    user: u\n    password: p\n    insecureFlag: true\nnodes:\n  servingCertificates:\n    approve: true\n"
+	cfg, warnings, err := Parse("v.yaml", []byte(base+"    podCIDRs: [\"::ffff:10.244.0.0/112\"]\n    serviceCIDRs: [10.96.0.0/12]\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Nodes.ServingCertificates.PodCIDRs; len(got) != 1 || got[0] != netip.MustParsePrefix("10.244.0.0/16") {
+		t.Errorf("podCIDRs %v, want [10.244.0.0/16]", got)
+	}
+	if !strings.Contains(fmt.Sprint(warnings), "IPv4-mapped prefix; using 10.244.0.0/16") {
+		t.Errorf("no warning: %v", warnings)
+	}
 }

@@ -83,11 +83,16 @@ type Facts interface {
 	IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, error)
 }
 
-// Owner is what in the cluster holds an address or a name, for a denial:
-// Reason is the denial's reason, What names the owner.
+// Owner is what in the cluster holds an address or a name: Reason is the
+// denial's reason, What names the owner. Claim, when set, says whose word
+// the holding rests on: an object a kubelet or a namespace's users write
+// themselves (another Node's status.addresses, a Service's externalIPs or
+// name). Such a claim makes a request wait, never denies it: one Node or
+// namespace user must not deny other Nodes their certificates for good.
 type Owner struct {
 	Reason string
 	What   string
+	Claim  string
 }
 
 // Cluster answers from what the cluster records (the controller's
@@ -222,11 +227,17 @@ func checkSANs(req Request, node *v1.Node, cluster Cluster, bounds Bounds) (Verd
 			return deny("IPOutsideAllowedRanges", "IP SAN %s is in none of nodes.servingCertificates.allowedIPRanges %v", ip, bounds.IPRanges), true
 		}
 		if o, ok := cluster.IPOwner(ip, node); ok {
+			if o.Claim != "" {
+				return pending(o.Reason, "IP SAN %s is claimed as %s (the word of %s): the request waits until that claim is withdrawn", ip, o.What, o.Claim), true
+			}
 			return deny(o.Reason, "IP SAN %s is %s, never a Node's serving address, whatever its guest reports", ip, o.What), true
 		}
 	}
 	for _, d := range req.DNSNames {
 		if o, ok := cluster.NameOwner(d, node); ok {
+			if o.Claim != "" {
+				return pending(o.Reason, "DNS SAN %q is claimed as %s (the word of %s): the request waits until that claim is withdrawn", d, o.What, o.Claim), true
+			}
 			return deny(o.Reason, "DNS SAN %q is %s, never this Node's name", d, o.What), true
 		}
 	}

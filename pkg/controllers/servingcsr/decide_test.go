@@ -67,7 +67,7 @@ func (c fakeCluster) NameOwner(name string, n *v1.Node) (Owner, bool) {
 		return o, true
 	}
 	if name != n.Name && slices.Contains(c.names, name) {
-		return Owner{"DNSNotNodes", "a name of Node " + name}, true
+		return Owner{Reason: "DNSNotNodes", What: "the name of Node " + name}, true
 	}
 	return Owner{}, false
 }
@@ -112,8 +112,8 @@ func TestDecide(t *testing.T) {
 	}
 	// The cluster: Nodes, and what holds addresses and names.
 	cluster := fakeCluster{names: []string{"worker-1", "worker-2", "worker-off"},
-		ips: map[netip.Addr]Owner{ip("10.96.0.1"): {"ServiceIP", "the spec.clusterIPs of Service default/kubernetes"}},
-		dns: map[string]Owner{"kubernetes.default.svc": {"ClusterName", "a Service name"}}}
+		ips: map[netip.Addr]Owner{ip("10.96.0.1"): {Reason: "ServiceIP", What: "the spec.clusterIPs of Service default/kubernetes"}},
+		dns: map[string]Owner{"kubernetes.default.svc": {Reason: "ClusterName", What: "a Service name"}}}
 	for _, tc := range []struct {
 		name     string
 		req      Request

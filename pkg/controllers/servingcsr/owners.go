@@ -23,7 +23,7 @@ func (c *ClusterIndex) IPOwner(ip netip.Addr, node *v1.Node) (Owner, bool) {
 	}
 	for _, p := range c.opts.ServiceCIDRs {
 		if p.Contains(ip) {
-			return Owner{"ServiceRange", fmt.Sprintf("in the Service range %s (nodes.servingCertificates.serviceCIDRs): a free address there is the next Service's", p)}, true
+			return Owner{Reason: "ServiceRange", What: fmt.Sprintf("in the Service range %s (nodes.servingCertificates.serviceCIDRs): a free address there is the next Service's", p)}, true
 		}
 	}
 	if c.cidrs != nil {
@@ -31,7 +31,7 @@ func (c *ClusterIndex) IPOwner(ip netip.Addr, node *v1.Node) (Owner, bool) {
 			sc := o.(*networkingv1.ServiceCIDR)
 			for _, s := range sc.Spec.CIDRs {
 				if p, err := netip.ParsePrefix(s); err == nil && p.Contains(ip) {
-					return Owner{"ServiceRange", fmt.Sprintf("in the Service range %s (ServiceCIDR %s): a free address there is the next Service's", p, sc.Name)}, true
+					return Owner{Reason: "ServiceRange", What: fmt.Sprintf("in the Service range %s (ServiceCIDR %s): a free address there is the next Service's", p, sc.Name)}, true
 				}
 			}
 		}
@@ -41,7 +41,7 @@ func (c *ClusterIndex) IPOwner(ip netip.Addr, node *v1.Node) (Owner, bool) {
 	}
 	for _, p := range c.opts.PodCIDRs {
 		if p.Contains(ip) {
-			return Owner{"PodRange", fmt.Sprintf("in the cluster's Pod range %s (nodes.servingCertificates.podCIDRs)", p)}, true
+			return Owner{Reason: "PodRange", What: fmt.Sprintf("in the cluster's Pod range %s (nodes.servingCertificates.podCIDRs)", p)}, true
 		}
 	}
 	for bits := minNodePodBits(ip); bits <= ip.BitLen(); bits++ {
@@ -50,13 +50,14 @@ func (c *ClusterIndex) IPOwner(ip netip.Addr, node *v1.Node) (Owner, bool) {
 			continue
 		}
 		if objs, _ := c.nodes.ByIndex(byPodCIDR, p.String()); len(objs) > 0 {
-			return Owner{"PodRange", fmt.Sprintf("in the Pod range %s of Node %s", p, objs[0].(*v1.Node).Name)}, true
+			return Owner{Reason: "PodRange", What: fmt.Sprintf("in the Pod range %s of Node %s", p, objs[0].(*v1.Node).Name)}, true
 		}
 	}
 	objs, _ := c.nodes.ByIndex(byIP, ip.String())
 	for _, o := range objs {
 		if n := o.(*v1.Node); node == nil || n.Name != node.Name {
-			return Owner{"OtherNodesIP", fmt.Sprintf("an address of Node %s (its status.addresses; kept until that Node is deleted, whether its VM is on, off or gone)", n.Name)}, true
+			return Owner{Reason: "OtherNodesIP", What: fmt.Sprintf("an address of Node %s (its status.addresses; kept until that Node is deleted, whether its VM is on, off or gone)", n.Name),
+				Claim: "Node " + n.Name + "'s kubelet, which writes its status.addresses"}, true
 		}
 	}
 	return Owner{}, false
@@ -69,7 +70,11 @@ func (c *ClusterIndex) serviceIPOwner(ip netip.Addr) (Owner, bool) {
 		s := o.(*v1.Service)
 		for _, a := range serviceAddresses(s) {
 			if a.ip == ip {
-				found = append(found, Owner{a.reason, fmt.Sprintf("the %s of Service %s/%s", a.field, s.Namespace, s.Name)})
+				o := Owner{Reason: a.reason, What: fmt.Sprintf("the %s of Service %s/%s", a.field, s.Namespace, s.Name)}
+				if a.reason != "ServiceIP" { // a ClusterIP is allocated by the API server from its range
+					o.Claim = "the users of namespace " + s.Namespace + " or a load balancer controller, who write " + a.field
+				}
+				found = append(found, o)
 				break
 			}
 		}
@@ -89,7 +94,7 @@ func (c *ClusterIndex) serviceIPOwner(ip netip.Addr) (Owner, bool) {
 func (c *ClusterIndex) apiServerIPOwner(ip netip.Addr, node *v1.Node) (Owner, bool) {
 	for _, e := range c.opts.ControlPlaneEndpoints {
 		if a, err := netip.ParseAddr(e); err == nil && a.Unmap() == ip {
-			return Owner{"APIServerIP", "the API server's endpoint " + e + " (nodes.servingCertificates.controlPlaneEndpoints)"}, true
+			return Owner{Reason: "APIServerIP", What: "the API server's endpoint " + e + " (nodes.servingCertificates.controlPlaneEndpoints)"}, true
 		}
 	}
 	for _, o := range c.slices.List() {
@@ -102,7 +107,7 @@ func (c *ClusterIndex) apiServerIPOwner(ip netip.Addr, node *v1.Node) (Owner, bo
 				if isControlPlane(node) && hasAddress(node, ip) {
 					continue // a control-plane Node's own address
 				}
-				return Owner{"APIServerIP", fmt.Sprintf("an address of the API server (EndpointSlice %s/%s), a control-plane Node's (labelled %s) at most", es.Namespace, es.Name, ControlPlaneLabel)}, true
+				return Owner{Reason: "APIServerIP", What: fmt.Sprintf("an address of the API server (EndpointSlice %s/%s), a control-plane Node's (labelled %s) at most", es.Namespace, es.Name, ControlPlaneLabel)}, true
 			}
 		}
 	}
@@ -134,32 +139,50 @@ func (c *ClusterIndex) NameOwner(name string, node *v1.Node) (Owner, bool) {
 	labels := strings.Split(n, ".")
 	switch {
 	case n == c.opts.ClusterDomain || strings.HasSuffix(n, "."+c.opts.ClusterDomain):
-		return Owner{"ClusterName", "a name in the cluster domain " + c.opts.ClusterDomain}, true
+		return Owner{Reason: "ClusterName", What: "a name in the cluster domain " + c.opts.ClusterDomain}, true
 	case len(labels) > 1 && (labels[len(labels)-1] == "svc" || labels[len(labels)-1] == "pod"):
 		// <svc>.<ns>.svc and <ip>.<ns>.pod resolve under cluster.local
 		// (every Pod's search path).
-		return Owner{"ClusterName", "a Service or Pod name (ending in ." + labels[len(labels)-1] + ")"}, true
+		return Owner{Reason: "ClusterName", What: "a Service or Pod name (ending in ." + labels[len(labels)-1] + ")"}, true
 	case slices.Contains(c.opts.ControlPlaneEndpoints, n):
-		return Owner{"APIServerName", "the API server's name (nodes.servingCertificates.controlPlaneEndpoints)"}, true
+		return Owner{Reason: "APIServerName", What: "the API server's name (nodes.servingCertificates.controlPlaneEndpoints)"}, true
 	}
-	if ns := labels[len(labels)-1]; len(labels) > 1 {
-		// <svc>.<ns> and <host>.<headless-svc>.<ns> resolve in every Pod
-		// (the search path svc.<cluster domain>).
-		if _, ok, _ := c.namespaces.GetByKey(ns); ok {
-			return Owner{"ClusterName", fmt.Sprintf("a name under namespace %s (in every Pod, %s resolves as %s.svc.%s)", ns, n, n, c.opts.ClusterDomain)}, true
+	// In every Pod, <svc>.<ns> and <host>.<svc>.<ns> resolve through the
+	// search path svc.<cluster domain>: a name of two labels under an
+	// existing namespace, or of three under a Service of that namespace.
+	// Any other name under a label named like a namespace
+	// (worker-1.corp.internal, with a namespace internal) resolves as
+	// itself.
+	switch {
+	case len(labels) == 2:
+		if _, ok, _ := c.namespaces.GetByKey(labels[1]); ok {
+			return Owner{Reason: "ClusterName", What: fmt.Sprintf("a name under namespace %s (in every Pod, %s resolves as %s.svc.%s)", labels[1], n, n, c.opts.ClusterDomain)}, true
+		}
+	case len(labels) == 3:
+		if objs, _ := c.services.ByIndex(byName, labels[1]); slices.ContainsFunc(objs, func(o any) bool { return o.(*v1.Service).Namespace == labels[2] }) {
+			return Owner{Reason: "ClusterName", What: fmt.Sprintf("a name under Service %s/%s (in every Pod, %s resolves as %s.svc.%s)", labels[2], labels[1], n, n, c.opts.ClusterDomain),
+				Claim: "the users of namespace " + labels[2] + ", who create its Services"}, true
 		}
 	}
 	if objs, _ := c.services.ByIndex(byName, n); len(objs) > 0 {
 		s := objs[0].(*v1.Service)
+		claim := "the users of namespace " + s.Namespace + ", who create its Services"
 		if len(labels) == 1 && s.Name == n {
-			return Owner{"ServiceName", fmt.Sprintf("the name of Service %s/%s (it resolves in the Pods of its namespace)", s.Namespace, s.Name)}, true
+			return Owner{Reason: "ServiceName", What: fmt.Sprintf("the name of Service %s/%s (it resolves in the Pods of its namespace)", s.Namespace, s.Name), Claim: claim}, true
 		}
-		return Owner{"LoadBalancerName", fmt.Sprintf("a load balancer host name of Service %s/%s", s.Namespace, s.Name)}, true
+		return Owner{Reason: "LoadBalancerName", What: fmt.Sprintf("a load balancer host name of Service %s/%s", s.Namespace, s.Name), Claim: claim + " and their load balancer controller"}, true
 	}
 	objs, _ := c.nodes.ByIndex(byName, n)
 	for _, o := range objs {
-		if other := o.(*v1.Node); node == nil || other.Name != node.Name {
-			return Owner{"DNSNotNodes", "a name of Node " + other.Name}, true
+		other := o.(*v1.Node)
+		switch {
+		case node != nil && other.Name == node.Name:
+		case other.Name == n:
+			// A Node's name is unique in the cluster: never another's.
+			return Owner{Reason: "DNSNotNodes", What: "the name of Node " + other.Name}, true
+		default:
+			return Owner{Reason: "DNSNotNodes", What: "a host name of Node " + other.Name + " (its status.addresses)",
+				Claim: "Node " + other.Name + "'s kubelet, which writes its status.addresses"}, true
 		}
 	}
 	return Owner{}, false

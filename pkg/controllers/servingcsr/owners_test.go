@@ -3,6 +3,7 @@ package servingcsr
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,68 @@ func TestClusterOwners(t *testing.T) {
 	swapped.Spec.ProviderID = "vsphere://b2a11142-0000-0040-8000-000000000001"
 	if others := c.OthersOnVM(swapped); len(others) != 1 || others[0] != "worker-1" {
 		t.Errorf("OthersOnVM, byte-swapped: %v", others)
+	}
+}
+
+// TestClaimsPend: what rests on another party's own word (another Node's
+// status.addresses, a Service's externalIPs, load balancer addresses or
+// name, which a kubelet or a namespace's users write) makes a request
+// wait, never denies it; what the cluster itself allocates or the admin
+// configures still denies. And a name under a label named like a
+// namespace is the cluster's only where it resolves in a Pod.
+func TestClaimsPend(t *testing.T) {
+	w1 := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-000000000001"},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}}}}
+	// Node evil claims worker-1's address and host name in its own status.
+	evil := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "evil"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-000000000009"},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeHostName, Address: "worker-1.corp.internal"}}}}
+	// A namespace user's Service: named like the Node, claiming its address.
+	squat := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Namespace: "team"},
+		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.30", ClusterIPs: []string{"10.96.0.30"}, ExternalIPs: []string{"10.0.0.6"}}}
+	internal := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "internal"}}
+	team := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	c := startIndex(t, ClusterOptions{ClusterDomain: "cluster.local"}, w1, evil, squat, internal, team)
+
+	for _, tc := range []struct {
+		ip, reason string
+		claim      bool
+	}{
+		{"10.0.0.5", "OtherNodesIP", true},
+		{"10.0.0.6", "ExternalIP", true},
+		{"10.96.0.30", "ServiceIP", false},
+	} {
+		o, ok := c.IPOwner(netip.MustParseAddr(tc.ip), w1)
+		if !ok || o.Reason != tc.reason || (o.Claim != "") != tc.claim {
+			t.Errorf("IPOwner(%s) = %+v; want %s, claim %v", tc.ip, o, tc.reason, tc.claim)
+		}
+	}
+	for _, tc := range []struct {
+		name, reason string
+		claim        bool
+	}{
+		{"worker-1", "ServiceName", true},               // a Service in namespace team
+		{"evil", "DNSNotNodes", false},                  // another Node's name: unique
+		{"web.team", "ClusterName", false},              // <svc>.<ns>: resolves in every Pod
+		{"pod-0.worker-1.team", "ClusterName", true},    // under Service team/worker-1
+		{"x.nosvc.team", "", false},                     // no such Service: resolves as itself
+		{"worker-1.corp.internal", "DNSNotNodes", true}, // evil's host name claim, not the namespace
+	} {
+		o, ok := c.NameOwner(tc.name, w1)
+		if ok != (tc.reason != "") || o.Reason != tc.reason || (o.Claim != "") != tc.claim {
+			t.Errorf("NameOwner(%s) = %+v, %v; want %q, claim %v", tc.name, o, ok, tc.reason, tc.claim)
+		}
+	}
+	// Without evil's claim, worker-1.corp.internal is no cluster name,
+	// though a namespace is named internal.
+	c2 := startIndex(t, ClusterOptions{ClusterDomain: "cluster.local"}, w1, internal)
+	if o, ok := c2.NameOwner("worker-1.corp.internal", w1); ok {
+		t.Errorf("worker-1.corp.internal held by %+v: a namespace named like its last label", o)
+	}
+
+	// Decided: the claims pend, with the claimant named; nothing is denied.
+	req := Request{Node: "worker-1", DNSNames: []string{"worker-1"}, IPs: []netip.Addr{netip.MustParseAddr("10.0.0.5")}}
+	v := Decide(context.Background(), req, w1, fakeFacts{}, c, Bounds{})
+	if v.Decision != Pending || !strings.Contains(v.Message, "the word of") {
+		t.Errorf("a request claimed by others: %+v, want pending naming the claimant", v)
 	}
 }

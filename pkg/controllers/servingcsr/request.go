@@ -10,6 +10,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/providerid"
 )
@@ -136,10 +137,13 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest, node *v1.Node) (Requ
 	if len(x.DNSNames) == 0 && len(x.IPAddresses) == 0 {
 		return deny("NoSAN", "no DNS or IP SAN")
 	}
+	if n := len(x.DNSNames) + len(x.IPAddresses); n > MaxSANs {
+		return deny("TooManySANs", "%d SANs: a kubelet asks for its host names and addresses, a handful; at most %d are checked", n, MaxSANs)
+	}
 	req := Request{Node: name, DNSNames: x.DNSNames}
 	for _, d := range x.DNSNames {
-		if strings.Contains(d, "*") {
-			return deny("SANNotAllowed", "wildcard DNS SAN %q", d)
+		if err := dnsSANProblem(d); err != "" {
+			return deny("SANNotAllowed", "DNS SAN %q: %s", d, err)
 		}
 	}
 	for _, ip := range x.IPAddresses {
@@ -154,6 +158,38 @@ func Inspect(csr *certificatesv1.CertificateSigningRequest, node *v1.Node) (Requ
 		req.IPs = append(req.IPs, a)
 	}
 	return req, nil
+}
+
+// MaxSANs bounds the SANs of a request: a kubelet asks for its host
+// names and addresses (a handful); each SAN costs checks, and a vCenter
+// search for each address.
+const MaxSANs = 16
+
+// dnsSANProblem says what makes d no name of a Node ("" when none): a
+// wildcard, text that is not a DNS-1123 subdomain, an address written as a
+// name, or localhost.
+func dnsSANProblem(d string) string {
+	n := strings.TrimSuffix(d, ".")
+	switch {
+	case strings.Contains(n, "*"):
+		return "a wildcard"
+	case len(validation.IsDNS1123Subdomain(strings.ToLower(n))) > 0:
+		return "not a DNS name (lower-case letters, digits, '-' and '.', at most 253 characters)"
+	case isAddress(n):
+		return "an address written as a name"
+	case strings.EqualFold(n, "localhost") || strings.HasSuffix(strings.ToLower(n), ".localhost"):
+		return "localhost, never a name others reach a Node by"
+	}
+	return ""
+}
+
+// isAddress: an IPv4 address in any of its text forms (dotted decimal
+// digits only: 10.0.0.1, 010.0.0.1).
+func isAddress(n string) bool {
+	if _, err := netip.ParseAddr(n); err == nil {
+		return true
+	}
+	return strings.Trim(n, "0123456789.") == "" && strings.Count(n, ".") == 3
 }
 
 // NodeName is the Node a request is for, from its requester ("" when the

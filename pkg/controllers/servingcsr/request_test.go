@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"net/netip"
 	"net/url"
@@ -96,6 +97,19 @@ func TestInspect(t *testing.T) {
 		{name: "an extra organization", tmpl: withTmpl(func(r *x509.CertificateRequest) {
 			r.Subject.Organization = []string{"system:nodes", "system:masters"}
 		}), decision: Deny, reason: "SubjectMismatch"},
+		{name: "too many SANs", tmpl: withTmpl(func(r *x509.CertificateRequest) {
+			for i := range MaxSANs {
+				r.DNSNames = append(r.DNSNames, fmt.Sprintf("name-%d.example.com", i))
+			}
+		}), decision: Deny, reason: "TooManySANs"},
+		{name: "a DNS SAN that is no DNS name", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames = []string{"worker_1 .example.com"} }),
+			decision: Deny, reason: "SANNotAllowed"},
+		{name: "an address as a DNS SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames = []string{"10.0.0.5"} }),
+			decision: Deny, reason: "SANNotAllowed"},
+		{name: "localhost as a DNS SAN", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames = []string{"localhost"} }),
+			decision: Deny, reason: "SANNotAllowed"},
+		{name: "a name under localhost", tmpl: withTmpl(func(r *x509.CertificateRequest) { r.DNSNames = []string{"worker-1.localhost"} }),
+			decision: Deny, reason: "SANNotAllowed"},
 		{name: "client auth usage", tmpl: template(), mut: func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Usages = append(c.Spec.Usages, certificatesv1.UsageClientAuth)
 		}, decision: Deny, reason: "UsageNotAllowed"},
