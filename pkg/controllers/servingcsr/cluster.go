@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -58,11 +59,17 @@ const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
 type ClusterIndex struct {
 	kube                                kubernetes.Interface
 	nodes, services, namespaces, slices cache.Indexer
-	cidrs                               cache.Store // nil without the ServiceCIDR API
 	all                                 informers.SharedInformerFactory
 	factories                           []informers.SharedInformerFactory
 	synced                              []cache.InformerSynced
 	opts                                ClusterOptions
+
+	// mu guards the ServiceCIDR informer, which an API server upgraded to
+	// serve them adds while running (rediscover).
+	mu          sync.RWMutex
+	cidrs       cache.Store // nil without the ServiceCIDR API
+	cidrsSynced cache.InformerSynced
+	wg          sync.WaitGroup
 }
 
 // The indexes on Nodes and Services.
@@ -114,11 +121,51 @@ func NewClusterIndex(kube kubernetes.Interface, nodes coreinformers.NodeInformer
 	return c, nil
 }
 
-// readServiceCIDRs adds the ServiceCIDR informer (before Start).
+// readServiceCIDRs adds the ServiceCIDR informer (started by Start, or by
+// the caller after it).
 func (c *ClusterIndex) readServiceCIDRs() {
 	cidrs := c.all.Networking().V1().ServiceCIDRs().Informer()
-	c.cidrs = cidrs.GetStore()
-	c.synced = append(c.synced, cidrs.HasSynced)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cidrs, c.cidrsSynced = cidrs.GetStore(), cidrs.HasSynced
+}
+
+// serviceCIDRs are the ServiceCIDR objects read (nil without the API).
+func (c *ClusterIndex) serviceCIDRs() []any {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.cidrs == nil {
+		return nil
+	}
+	return c.cidrs.List()
+}
+
+// ServiceRangeKnown implements Cluster: the Service range is configured
+// (serviceCIDRs) or read from the API server's ServiceCIDRs. Without it a
+// free address of the range cannot be told from a Node's.
+func (c *ClusterIndex) ServiceRangeKnown() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.opts.ServiceCIDRs) > 0 || c.cidrs != nil
+}
+
+// RediscoverEvery is how often an API server that served no ServiceCIDRs
+// is asked again (it may have been upgraded to Kubernetes 1.33 or later).
+const RediscoverEvery = 10 * time.Minute
+
+// rediscover asks the API server every RediscoverEvery whether it serves
+// ServiceCIDRs now, until it does (they are then read) or ctx ends.
+func (c *ClusterIndex) rediscover(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, RediscoverEvery, false, func(ctx context.Context) (bool, error) {
+		served, err := ServesServiceCIDRs(ctx, c.kube)
+		if err != nil || !served {
+			return false, nil
+		}
+		c.readServiceCIDRs()
+		c.all.Start(ctx.Done())
+		klog.FromContext(ctx).Info("The API server serves ServiceCIDRs now: the Service range is read from them", "controller", Name)
+		return true, nil
+	})
 }
 
 // discover asks the API server whether it serves ServiceCIDRs, with
@@ -142,10 +189,13 @@ func (c *ClusterIndex) discover(ctx context.Context) {
 	}
 	if served {
 		c.readServiceCIDRs()
-	} else if len(c.opts.ServiceCIDRs) == 0 {
-		log.Info("Warning: the API server does not serve networking.k8s.io/v1 ServiceCIDRs and nodes.servingCertificates.serviceCIDRs is not set: "+
-			"only allocated Service addresses are refused, not the free ones of the Service range; set serviceCIDRs to the cluster's --service-cluster-ip-range", "controller", Name)
+		return
 	}
+	if len(c.opts.ServiceCIDRs) == 0 {
+		log.Info("Warning: the API server does not serve networking.k8s.io/v1 ServiceCIDRs and nodes.servingCertificates.serviceCIDRs is not set: "+
+			"requests with an IP SAN wait (ServiceRangeUnknown), as a free address of the Service range cannot be told from a Node's; set serviceCIDRs to the cluster's --service-cluster-ip-range. The API server is asked again every 10 minutes", "controller", Name)
+	}
+	c.wg.Go(func() { c.rediscover(ctx) })
 }
 
 // Start starts the informers it owns (first asking the API server whether
@@ -163,6 +213,7 @@ func (c *ClusterIndex) Start(ctx context.Context) {
 
 // Shutdown waits for the informers Start started to stop (after ctx ended).
 func (c *ClusterIndex) Shutdown() {
+	c.wg.Wait()
 	for _, f := range c.factories {
 		f.Shutdown()
 	}
@@ -170,6 +221,12 @@ func (c *ClusterIndex) Shutdown() {
 
 // HasSynced reports whether every informer has synced.
 func (c *ClusterIndex) HasSynced() bool {
+	c.mu.RLock()
+	cs := c.cidrsSynced
+	c.mu.RUnlock()
+	if cs != nil && !cs() {
+		return false
+	}
 	for _, s := range c.synced {
 		if !s() {
 			return false

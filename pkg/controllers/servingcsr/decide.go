@@ -105,6 +105,10 @@ type Cluster interface {
 	// IPOwner is what, other than the Node named node, holds ip: a
 	// Service, a Service or Pod range, the API server, another Node.
 	IPOwner(ip netip.Addr, node *v1.Node) (Owner, bool)
+	// ServiceRangeKnown: the Service range is configured or read from
+	// the API server; without it a free address there cannot be told
+	// from a Node's.
+	ServiceRangeKnown() bool
 	// NameOwner is what, other than the Node named node, a DNS name is in
 	// the cluster: a Service's name, a name under a namespace or the
 	// cluster domain, the API server's, another Node's.
@@ -222,6 +226,9 @@ func checkNode(req Request, node *v1.Node, cluster Cluster) (Verdict, bool) {
 
 // checkSANs denies a SAN the bounds exclude or the cluster holds.
 func checkSANs(req Request, node *v1.Node, cluster Cluster, bounds Bounds) (Verdict, bool) {
+	if len(req.IPs) > 0 && !cluster.ServiceRangeKnown() {
+		return pending("ServiceRangeUnknown", "the Service range is unknown (the API server serves no ServiceCIDRs and nodes.servingCertificates.serviceCIDRs is not set): IP SAN %s could be the next Service's address; set serviceCIDRs", req.IPs[0]), true
+	}
 	for _, ip := range req.IPs {
 		if len(bounds.IPRanges) > 0 && !slices.ContainsFunc(bounds.IPRanges, func(p netip.Prefix) bool { return p.Contains(ip) }) {
 			return deny("IPOutsideAllowedRanges", "IP SAN %s is in none of nodes.servingCertificates.allowedIPRanges %v", ip, bounds.IPRanges), true

@@ -54,7 +54,11 @@ type fakeCluster struct {
 	shared map[string][]string // Node -> the other Nodes on its VM
 	ips    map[netip.Addr]Owner
 	dns    map[string]Owner
+	// noRange: the Service range is unknown.
+	noRange bool
 }
+
+func (c fakeCluster) ServiceRangeKnown() bool { return !c.noRange }
 
 func (c fakeCluster) NodeExists(name string) bool    { return slices.Contains(c.names, name) }
 func (c fakeCluster) OthersOnVM(n *v1.Node) []string { return c.shared[n.Name] }

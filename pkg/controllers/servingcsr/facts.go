@@ -62,6 +62,7 @@ func (f ProviderFacts) NodeVM(ctx context.Context, node *v1.Node) (VM, error) {
 			f.add(key, cerr)
 			return VM{}, cerr
 		}
+		f.add(key, err) // the confirmed absence too
 		return VM{}, err
 	case err != nil:
 		return VM{}, fmt.Errorf("%w: %w", ErrUnknown, err)

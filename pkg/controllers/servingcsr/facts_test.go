@@ -20,7 +20,10 @@ import (
 // countingIdentities answers like a provider whose inventories miss the
 // Node's VM, which a direct search finds elsewhere, and counts the direct
 // searches.
-type countingIdentities struct{ searches, confirms int }
+type countingIdentities struct {
+	searches, confirms int
+	absent             bool // the direct search confirms the VM absent
+}
 
 func (c *countingIdentities) ServingIdentity(context.Context, *v1.Node) (provider.ServingIdentity, error) {
 	return provider.ServingIdentity{}, &inventory.NotFoundError{Key: "BIOS UUID", VCenters: []string{"vc-a"}}
@@ -32,7 +35,28 @@ func (c *countingIdentities) SearchIP(context.Context, netip.Addr) ([]inventory.
 }
 func (c *countingIdentities) ConfirmAbsent(context.Context, *v1.Node) error {
 	c.confirms++
+	if c.absent {
+		return nil
+	}
 	return &inventory.ExistsError{UUID: "4211a1b2-0000-4000-8000-000000000001", Ref: "vm-99"}
+}
+
+// TestConfirmedAbsenceReused: a VM every vCenter confirms absent is not
+// searched for again within RecentFor (docs/security.md says both
+// answers are reused).
+func TestConfirmedAbsenceReused(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	ids := &countingIdentities{absent: true}
+	f := ProviderFacts{Provider: ids, recent: cache.NewLRUExpireCacheWithClock(16, clk)}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-000000000001"}}
+	for range 3 {
+		if _, err := f.NodeVM(context.Background(), node); !errors.Is(err, inventory.ErrNotFound) || errors.Is(err, ErrUnknown) {
+			t.Fatalf("a VM confirmed absent: %v", err)
+		}
+	}
+	if ids.confirms != 1 {
+		t.Errorf("%d absence checks for 3 decisions within RecentFor, want 1", ids.confirms)
+	}
 }
 
 // TestProviderFactsReuse: vCenter's direct searches are reused for

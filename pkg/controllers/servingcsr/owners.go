@@ -26,8 +26,8 @@ func (c *ClusterIndex) IPOwner(ip netip.Addr, node *v1.Node) (Owner, bool) {
 			return Owner{Reason: "ServiceRange", What: fmt.Sprintf("in the Service range %s (nodes.servingCertificates.serviceCIDRs): a free address there is the next Service's", p)}, true
 		}
 	}
-	if c.cidrs != nil {
-		for _, o := range c.cidrs.List() {
+	{
+		for _, o := range c.serviceCIDRs() {
 			sc := o.(*networkingv1.ServiceCIDR)
 			for _, s := range sc.Spec.CIDRs {
 				if p, err := netip.ParsePrefix(s); err == nil && p.Contains(ip) {

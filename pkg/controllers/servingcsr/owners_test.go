@@ -151,7 +151,7 @@ func TestClaimsPend(t *testing.T) {
 		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.30", ClusterIPs: []string{"10.96.0.30"}, ExternalIPs: []string{"10.0.0.6"}}}
 	internal := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "internal"}}
 	team := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}
-	c := startIndex(t, ClusterOptions{ClusterDomain: "cluster.local"}, w1, evil, squat, internal, team)
+	c := startIndex(t, ClusterOptions{ClusterDomain: "cluster.local", ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}}, w1, evil, squat, internal, team)
 
 	for _, tc := range []struct {
 		ip, reason string
@@ -194,5 +194,25 @@ func TestClaimsPend(t *testing.T) {
 	v := Decide(context.Background(), req, w1, fakeFacts{}, c, Bounds{})
 	if v.Decision != Pending || !strings.Contains(v.Message, "the word of") {
 		t.Errorf("a request claimed by others: %+v, want pending naming the claimant", v)
+	}
+}
+
+// TestServiceRangeUnknown: without the ServiceCIDR API (before Kubernetes
+// 1.33) and without serviceCIDRs, a free address of the Service range
+// cannot be told from a Node's: a request with an IP SAN waits, with the
+// reason, instead of being approved.
+func TestServiceRangeUnknown(t *testing.T) {
+	w1 := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-000000000001"}}
+	c := startIndex(t, ClusterOptions{ClusterDomain: "cluster.local"}, w1)
+	if c.ServiceRangeKnown() {
+		t.Fatal("the Service range known without the API or the config")
+	}
+	v := Decide(context.Background(), Request{Node: "worker-1", IPs: []netip.Addr{netip.MustParseAddr("10.96.0.77")}}, w1, fakeFacts{}, c, Bounds{})
+	if v.Decision != Pending || v.Reason != "ServiceRangeUnknown" {
+		t.Errorf("%+v, want pending ServiceRangeUnknown", v)
+	}
+	v = Decide(context.Background(), Request{Node: "worker-1", DNSNames: []string{"worker-1"}}, w1, fakeFacts{}, c, Bounds{})
+	if v.Reason == "ServiceRangeUnknown" {
+		t.Errorf("a request without IP SANs waits for the Service range: %+v", v)
 	}
 }
