@@ -110,20 +110,42 @@ func TestServingCertificatesGuestClaims(t *testing.T) {
 		h.waitCSREvent(t, name, "ServingCertificateDenied", reason)
 		h.notApproved(t, name)
 	}
+	// What rests on another party's own word (a Service's external and
+	// load balancer addresses, which its namespace's users or a load
+	// balancer controller write; another Node's status.addresses, which
+	// its kubelet writes) makes the request wait, naming the claimant:
+	// never approved, and never denied for good.
+	claimedBy := func(t *testing.T, name, reason, owner string) {
+		t.Helper()
+		ev := h.waitCSREvent(t, name, "ServingCertificatePending", reason+": ")
+		if !strings.Contains(ev.Message, owner) || !strings.Contains(ev.Message, "the word of") {
+			t.Errorf("%s: pending %q; want it to name %q and whose word it is", name, ev.Message, owner)
+		}
+		h.notApproved(t, name)
+	}
 	for _, tc := range []struct {
 		name, ip, reason, owner string
+		claim                   bool
 	}{
-		{"the kubernetes Service's ClusterIP", "10.96.0.1", "ServiceIP", "Service default/kubernetes"},
-		{"a free address of the Service range", free, "ServiceRange", "ServiceCIDR kubernetes"},
-		{"a LoadBalancer Service's ingress IP", "10.30.0.9", "LoadBalancerIP", "Service default/web"},
-		{"a Service's external IP", "10.30.0.5", "ExternalIP", "Service default/web"},
-		{"an API server endpoint", "10.20.0.1", "APIServerIP", "EndpointSlice default/kubernetes"},
-		{"the configured control-plane endpoint", "10.20.0.100", "APIServerIP", "controlPlaneEndpoints"},
-		{"a neighbour's Pod range", "10.250.7.9", "PodRange", "Node " + podNeighbour.Name},
-		{"the cluster's Pod range", "10.244.3.3", "PodRange", "10.244.0.0/16"},
-		{"the address of a neighbour whose VM is off", offNeighbour.IPv4, "OtherNodesIP", "Node " + offNeighbour.Name},
+		{"the kubernetes Service's ClusterIP", "10.96.0.1", "ServiceIP", "Service default/kubernetes", false},
+		{"a free address of the Service range", free, "ServiceRange", "ServiceCIDR kubernetes", false},
+		{"a LoadBalancer Service's ingress IP", "10.30.0.9", "LoadBalancerIP", "Service default/web", true},
+		{"a Service's external IP", "10.30.0.5", "ExternalIP", "Service default/web", true},
+		{"an API server endpoint", "10.20.0.1", "APIServerIP", "EndpointSlice default/kubernetes", false},
+		{"the configured control-plane endpoint", "10.20.0.100", "APIServerIP", "controlPlaneEndpoints", false},
+		{"a neighbour's Pod range", "10.250.7.9", "PodRange", "Node " + podNeighbour.Name, false},
+		{"the cluster's Pod range", "10.244.3.3", "PodRange", "10.244.0.0/16", false},
+		// Node status claims it (which alone would make the request wait),
+		// and vCenter still reports it on the neighbour's VM: denied.
+		{"the address of a neighbour whose VM is off", offNeighbour.IPv4, "SharedIP", offNeighbour.Ref.Value, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) { deniedFor(t, claim(t, tc.ip), tc.reason, tc.owner) })
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.claim {
+				claimedBy(t, claim(t, tc.ip), tc.reason, tc.owner)
+				return
+			}
+			deniedFor(t, claim(t, tc.ip), tc.reason, tc.owner)
+		})
 	}
 
 	t.Run("the address of a VM outside the configured datacenters", func(t *testing.T) {
@@ -149,7 +171,9 @@ func TestServingCertificatesGuestClaims(t *testing.T) {
 	for _, tc := range []struct {
 		name, dns, reason, owner string
 	}{
-		{"a Service's name", "web", "ServiceName", "Service default/web"},
+		// A Service's name is its namespace's users' claim (alone, the
+		// request would wait); the name is not the Node's: denied.
+		{"a Service's name", "web", "DNSNotNodes", "\"web\""},
 		{"the Node's name under a namespace", attacker.Name + ".default", "ClusterName", "namespace default"},
 		{"the API server's configured name", "api.cluster.example", "APIServerName", "controlPlaneEndpoints"},
 	} {

@@ -150,8 +150,10 @@ func Decide(ctx context.Context, req Request, node *v1.Node, facts Facts, cluste
 		return v
 	}
 	// What the cluster and the bounds rule out needs no vCenter: first, so
-	// that a denial does not wait for a vCenter.
-	if v, done := checkSANs(req, node, cluster, bounds); done {
+	// that a denial does not wait for a vCenter. A claim by another party
+	// waits only once nothing denies the request.
+	v, done, claimed := checkSANs(req, node, cluster, bounds)
+	if done {
 		return v
 	}
 	vm, err := facts.NodeVM(ctx, node)
@@ -193,6 +195,9 @@ func Decide(ctx context.Context, req Request, node *v1.Node, facts Facts, cluste
 			return v
 		}
 	}
+	if claimed != nil {
+		return *claimed
+	}
 	return Verdict{Decision: Approve, Reason: "Proven", Message: fmt.Sprintf("every SAN is the VM %s's, and nothing else in the cluster or in vSphere holds one", vm.Name)}
 }
 
@@ -224,31 +229,40 @@ func checkNode(req Request, node *v1.Node, cluster Cluster) (Verdict, bool) {
 	return Verdict{}, false
 }
 
-// checkSANs denies a SAN the bounds exclude or the cluster holds.
-func checkSANs(req Request, node *v1.Node, cluster Cluster, bounds Bounds) (Verdict, bool) {
+// checkSANs denies a SAN the bounds exclude or the cluster holds (done),
+// and returns the first claim another party made on one (a request that
+// nothing else denies then waits for it).
+func checkSANs(req Request, node *v1.Node, cluster Cluster, bounds Bounds) (v Verdict, done bool, claimed *Verdict) {
 	if len(req.IPs) > 0 && !cluster.ServiceRangeKnown() {
-		return pending("ServiceRangeUnknown", "the Service range is unknown (the API server serves no ServiceCIDRs and nodes.servingCertificates.serviceCIDRs is not set): IP SAN %s could be the next Service's address; set serviceCIDRs", req.IPs[0]), true
+		return pending("ServiceRangeUnknown", "the Service range is unknown (the API server serves no ServiceCIDRs and nodes.servingCertificates.serviceCIDRs is not set): IP SAN %s could be the next Service's address; set serviceCIDRs", req.IPs[0]), true, nil
+	}
+	claim := func(v Verdict) {
+		if claimed == nil {
+			claimed = &v
+		}
 	}
 	for _, ip := range req.IPs {
 		if len(bounds.IPRanges) > 0 && !slices.ContainsFunc(bounds.IPRanges, func(p netip.Prefix) bool { return p.Contains(ip) }) {
-			return deny("IPOutsideAllowedRanges", "IP SAN %s is in none of nodes.servingCertificates.allowedIPRanges %v", ip, bounds.IPRanges), true
+			return deny("IPOutsideAllowedRanges", "IP SAN %s is in none of nodes.servingCertificates.allowedIPRanges %v", ip, bounds.IPRanges), true, nil
 		}
 		if o, ok := cluster.IPOwner(ip, node); ok {
 			if o.Claim != "" {
-				return pending(o.Reason, "IP SAN %s is claimed as %s (the word of %s): the request waits until that claim is withdrawn", ip, o.What, o.Claim), true
+				claim(pending(o.Reason, "IP SAN %s is claimed as %s (the word of %s): the request waits until that claim is withdrawn", ip, o.What, o.Claim))
+				continue
 			}
-			return deny(o.Reason, "IP SAN %s is %s, never a Node's serving address, whatever its guest reports", ip, o.What), true
+			return deny(o.Reason, "IP SAN %s is %s, never a Node's serving address, whatever its guest reports", ip, o.What), true, nil
 		}
 	}
 	for _, d := range req.DNSNames {
 		if o, ok := cluster.NameOwner(d, node); ok {
 			if o.Claim != "" {
-				return pending(o.Reason, "DNS SAN %q is claimed as %s (the word of %s): the request waits until that claim is withdrawn", d, o.What, o.Claim), true
+				claim(pending(o.Reason, "DNS SAN %q is claimed as %s (the word of %s): the request waits until that claim is withdrawn", d, o.What, o.Claim))
+				continue
 			}
-			return deny(o.Reason, "DNS SAN %q is %s, never this Node's name", d, o.What), true
+			return deny(o.Reason, "DNS SAN %q is %s, never this Node's name", d, o.What), true, nil
 		}
 	}
-	return Verdict{}, false
+	return Verdict{}, false, claimed
 }
 
 // checkIP checks one IP SAN against the VM and the inventories; done

@@ -190,10 +190,19 @@ func TestClaimsPend(t *testing.T) {
 	}
 
 	// Decided: the claims pend, with the claimant named; nothing is denied.
-	req := Request{Node: "worker-1", DNSNames: []string{"worker-1"}, IPs: []netip.Addr{netip.MustParseAddr("10.0.0.5")}}
-	v := Decide(context.Background(), req, w1, fakeFacts{}, c, Bounds{})
-	if v.Decision != Pending || !strings.Contains(v.Message, "the word of") {
+	ip := netip.MustParseAddr("10.0.0.5")
+	facts := fakeFacts{vms: map[string]VM{"worker-1": vmOf("vc-a/vm-1", "worker-1", "worker-1", "10.0.0.5")},
+		owners: map[netip.Addr][]string{ip: {"vc-a/vm-1"}}, holders: map[netip.Addr][]Holder{ip: {{ID: "vc-a/vm-1", What: "VM vm-1"}}}}
+	req := Request{Node: "worker-1", DNSNames: []string{"worker-1"}, IPs: []netip.Addr{ip}}
+	v := Decide(context.Background(), req, w1, facts, c, Bounds{})
+	if v.Decision != Pending || v.Reason != "OtherNodesIP" || !strings.Contains(v.Message, "the word of Node evil's kubelet") {
 		t.Errorf("a request claimed by others: %+v, want pending naming the claimant", v)
+	}
+	// A claim never hides a denial: another VM's address is denied.
+	other := netip.MustParseAddr("10.0.0.6") // team/worker-1's externalIPs, and no address of worker-1's VM
+	v = Decide(context.Background(), Request{Node: "worker-1", IPs: []netip.Addr{other}}, w1, facts, c, Bounds{})
+	if v.Decision != Deny || v.Reason != "IPNotNodes" {
+		t.Errorf("a claimed address that is not the VM's: %+v, want denied IPNotNodes", v)
 	}
 }
 
