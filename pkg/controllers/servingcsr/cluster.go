@@ -94,6 +94,37 @@ func ServesServiceCIDRs(ctx context.Context, kube kubernetes.Interface) (bool, e
 	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "servicecidrs" }), nil
 }
 
+// podPoolAPIs are the APIs of CNIs whose Pod addresses come from pools of
+// their own, not from the Nodes' spec.podCIDRs: group/version and
+// resource.
+var podPoolAPIs = []struct{ cni, groupVersion, resource string }{
+	{"Calico", "crd.projectcalico.org/v1", "ippools"},
+	{"Cilium", "cilium.io/v2alpha1", "ciliumpodippools"},
+	{"Cilium", "cilium.io/v2", "ciliumnodes"},
+}
+
+// PodPoolCNIs names the CNIs the API server serves the pool APIs of
+// (Calico's IPPools, Cilium's pools and nodes): their Pod addresses are
+// in no Node's spec.podCIDRs, so another Node's Pod address is refused
+// only when nodes.servingCertificates.podCIDRs lists the pools.
+func PodPoolCNIs(ctx context.Context, kube kubernetes.Interface) ([]string, error) {
+	var out []string
+	for _, api := range podPoolAPIs {
+		var list metav1.APIResourceList
+		err := kube.Discovery().RESTClient().Get().AbsPath("/apis/" + api.groupVersion).Do(ctx).Into(&list)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return out, fmt.Errorf("discover %s: %w", api.groupVersion, err)
+		}
+		if slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == api.resource }) && !slices.Contains(out, api.cni) {
+			out = append(out, api.cni)
+		}
+	}
+	return out, nil
+}
+
 // NewClusterIndex adds its indexes to the Node informer (before it
 // starts) and creates its own informers; Start starts them.
 func NewClusterIndex(kube kubernetes.Interface, nodes coreinformers.NodeInformer, opts ClusterOptions) (*ClusterIndex, error) {
@@ -186,6 +217,14 @@ func (c *ClusterIndex) discover(ctx context.Context) {
 	})
 	if err != nil {
 		return // ctx ended: HasSynced stays false
+	}
+	if len(c.opts.PodCIDRs) == 0 {
+		if cnis, err := PodPoolCNIs(ctx, c.kube); err != nil {
+			log.Error(err, "Cannot tell whether the CNI allocates Pod addresses from pools of its own", "controller", Name)
+		} else if len(cnis) > 0 {
+			log.Info("Warning: the cluster's CNI ("+strings.Join(cnis, ", ")+") allocates Pod addresses from pools of its own, not from the Nodes' spec.podCIDRs, and nodes.servingCertificates.podCIDRs is not set: "+
+				"a Pod address of another Node that a guest reports is not refused for being a Pod's; list the CNI's pools (Calico IPPools, Cilium's cluster-pool or CiliumPodIPPools) in podCIDRs", "controller", Name)
+		}
 	}
 	if served {
 		c.readServiceCIDRs()

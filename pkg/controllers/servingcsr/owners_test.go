@@ -2,7 +2,10 @@ package servingcsr
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
@@ -223,5 +228,38 @@ func TestServiceRangeUnknown(t *testing.T) {
 	v = Decide(context.Background(), Request{Node: "worker-1", DNSNames: []string{"worker-1"}}, w1, fakeFacts{}, c, Bounds{})
 	if v.Reason == "ServiceRangeUnknown" {
 		t.Errorf("a request without IP SANs waits for the Service range: %+v", v)
+	}
+}
+
+// TestPodPoolCNIs: the CNIs whose Pod addresses come from pools of their
+// own are told from the API server's discovery (an API server that serves
+// Calico's IPPools and Cilium's nodes), so that their pools missing from
+// podCIDRs is warned about at start.
+func TestPodPoolCNIs(t *testing.T) {
+	served := map[string]string{
+		"/apis/crd.projectcalico.org/v1": `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"crd.projectcalico.org/v1","resources":[{"name":"ippools","namespaced":false,"kind":"IPPool","verbs":["list"]}]}`,
+		"/apis/cilium.io/v2":             `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"cilium.io/v2","resources":[{"name":"ciliumnodes","namespaced":false,"kind":"CiliumNode","verbs":["list"]}]}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := served[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	must.OK(t, err)
+	cnis, err := PodPoolCNIs(context.Background(), kube)
+	must.OK(t, err)
+	if !slices.Equal(cnis, []string{"Calico", "Cilium"}) {
+		t.Errorf("CNIs %v, want [Calico Cilium]", cnis)
+	}
+	delete(served, "/apis/crd.projectcalico.org/v1")
+	delete(served, "/apis/cilium.io/v2")
+	if cnis, err := PodPoolCNIs(context.Background(), kube); err != nil || len(cnis) != 0 {
+		t.Errorf("no pool API served: %v, %v", cnis, err)
 	}
 }
