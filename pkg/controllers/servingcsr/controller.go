@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 )
@@ -86,10 +88,42 @@ type Controller struct {
 
 	mu      sync.Mutex
 	pending map[string]waiting // by request name
+
+	// parsed are requests' specs read, by UID: a request is retried at
+	// every inventory change, and its spec never changes.
+	parsed *lru.Cache
+	parses atomic.Int64 // specs read, for tests
 }
 
-// waiting is a pending request: its Node and why it waits.
-type waiting struct{ node, reason string }
+// parsedSpec is Parse's answer, kept.
+type parsedSpec struct {
+	req Request
+	v   *Verdict
+}
+
+// inspect is Inspect, reading each request's spec once.
+func (c *Controller) inspect(csr *certificatesv1.CertificateSigningRequest, node *v1.Node) (Request, *Verdict) {
+	if v := precheck(csr, node); v != nil {
+		return Request{}, v
+	}
+	if p, ok := c.parsed.Get(csr.UID); ok && csr.UID != "" {
+		ps := p.(parsedSpec)
+		return ps.req, ps.v
+	}
+	c.parses.Add(1)
+	req, v := Parse(csr)
+	if csr.UID != "" {
+		c.parsed.Add(csr.UID, parsedSpec{req, v})
+	}
+	return req, v
+}
+
+// waiting is a pending request: its Node, why it waits, and when it was
+// made.
+type waiting struct {
+	node, reason string
+	created      time.Time
+}
 
 // New returns a controller on the shared informers and the cluster's
 // index (NewClusterIndex on the same Node informer); Run starts it.
@@ -108,7 +142,7 @@ func New(kube kubernetes.Interface, csrs certinformers.CertificateSigningRequest
 		opts.Clock = clock.RealClock{}
 	}
 	c := &Controller{kube: kube, csrs: csrs.Lister(), nodes: nodes.Lister(), cluster: cluster, facts: facts, notices: notices, opts: opts,
-		pending: map[string]waiting{},
+		pending: map[string]waiting{}, parsed: lru.New(4096),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryMin, opts.RetryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: opts.Clock})}
@@ -273,7 +307,7 @@ func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
 			return false, err
 		}
 	}
-	req, v := Inspect(csr, node)
+	req, v := c.inspect(csr, node)
 	if v == nil {
 		decided := Decide(ctx, req, node, c.facts, c.cluster, c.opts.Bounds)
 		v = &decided
@@ -285,7 +319,12 @@ func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
 		c.settle(name)
 		return false, nil
 	case Pending:
-		if c.wait(name, req.Node, v.Reason) {
+		news, superseded := c.wait(name, req.Node, csr.CreationTimestamp.Time, v.Reason)
+		if superseded {
+			log.V(2).Info("Serving certificate request superseded by a newer one of its Node; not retried", "reason", v.Reason)
+			return false, nil
+		}
+		if news {
 			log.V(2).Info("Serving certificate request waits", "reason", v.Reason, "message", v.Message)
 			c.record(csr, node, v)
 		}
@@ -320,23 +359,37 @@ func (c *Controller) conclude(ctx context.Context, csr *certificatesv1.Certifica
 }
 
 // wait records that a request waits for reason; it reports whether that
-// is news (a new request, or a new reason), worth an event.
-func (c *Controller) wait(name, node, reason string) bool {
+// is news (a new request, or a new reason), worth an event. One request
+// waits per Node: a kubelet makes a new one while the last waits, and the
+// newest is the one it uses; an older one of the same Node is forgotten
+// (left undecided, not retried), and a request older than the one that
+// waits for its Node is not recorded (superseded, false).
+func (c *Controller) wait(name, node string, created time.Time, reason string) (news, superseded bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	prev, ok := c.pending[name]
-	c.pending[name] = waiting{node: node, reason: reason}
-	c.opts.Metrics.setPending(c.pending)
-	return !ok || prev.reason != reason
+	for other, w := range c.pending {
+		if other == name || w.node != node {
+			continue
+		}
+		if w.created.After(created) || (w.created.Equal(created) && other > name) {
+			return false, true
+		}
+		delete(c.pending, other)
+		c.opts.Metrics.pendingMoved(w.reason, "")
+	}
+	c.pending[name] = waiting{node: node, reason: reason, created: created}
+	c.opts.Metrics.pendingMoved(prev.reason, reason)
+	return !ok || prev.reason != reason, false
 }
 
 // settle forgets a request that no longer waits.
 func (c *Controller) settle(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.pending[name]; ok {
+	if w, ok := c.pending[name]; ok {
 		delete(c.pending, name)
-		c.opts.Metrics.setPending(c.pending)
+		c.opts.Metrics.pendingMoved(w.reason, "")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -94,7 +95,7 @@ func TestController(t *testing.T) {
 		tmpl.DNSNames = []string{nodeName}
 		tmpl.IPAddresses = []net.IP{net.ParseIP(ip)}
 		return csrOf(t, tmpl, func(c *certificatesv1.CertificateSigningRequest) {
-			c.Name = name
+			c.Name, c.UID = name, types.UID("uid-"+name)
 			c.Spec.Username = "system:node:" + nodeName
 			if mut != nil {
 				mut(c)
@@ -111,7 +112,13 @@ func TestController(t *testing.T) {
 			c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue}}
 		}),
 		for_("another-nodes-ip", "worker-1", "10.0.0.6", nil),
-		for_("waits", "worker-2", "10.0.0.6", nil),
+		for_("waits", "worker-2", "10.0.0.6", func(c *certificatesv1.CertificateSigningRequest) {
+			c.CreationTimestamp = metav1.NewTime(time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC))
+		}),
+		// The request worker-2's kubelet made before: superseded.
+		for_("waits-older", "worker-2", "10.0.0.6", func(c *certificatesv1.CertificateSigningRequest) {
+			c.CreationTimestamp = metav1.NewTime(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
+		}),
 		for_("not-a-node", "worker-3", "10.0.0.7", func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Username, c.Spec.Groups = "system:serviceaccount:kube-system:evil", []string{"system:serviceaccounts"}
 		}),
@@ -162,6 +169,10 @@ func TestController(t *testing.T) {
 		return ty == certificatesv1.CertificateDenied && r == "NotANode"
 	})
 	poll.True(t, "worker-2's request waits", func() bool { return c.Pending()["waits"] == "VMUnknown" })
+	// One request waits per Node: its newest.
+	if p := c.Pending(); len(p) != 1 {
+		t.Errorf("pending %v, want worker-2's newest request only", p)
+	}
 	if ty, _ := condition("waits"); ty != "" {
 		t.Errorf("a request that cannot be told was decided: %s", ty)
 	}
@@ -173,6 +184,11 @@ func TestController(t *testing.T) {
 	poll.True(t, "approved once its vCenter is back", func() bool { ty, _ := condition("waits"); return ty == certificatesv1.CertificateApproved })
 	// The approval is written before the worker forgets the request.
 	poll.True(t, "nothing pending once approved", func() bool { return len(c.Pending()) == 0 })
+	// Each request's spec read once, however often it was retried: the
+	// five of this signer not yet decided.
+	if n := c.parses.Load(); n != 5 {
+		t.Errorf("%d specs read, want 5 (one per request)", n)
+	}
 
 	// Never written: another signer's request and a decided one.
 	for _, a := range kube.Actions() {

@@ -13,8 +13,8 @@ type Metrics struct {
 	decisions *metrics.CounterVec
 	pending   *metrics.GaugeVec
 
-	mu    sync.Mutex
-	shown map[string]bool // the reasons the pending gauge has a series for
+	mu     sync.Mutex
+	counts map[string]int // requests waiting, by reason: the pending gauge
 }
 
 const namespace = "vsphere_ccm"
@@ -53,29 +53,30 @@ func (m *Metrics) decided(v *Verdict) {
 	}
 }
 
-// setPending sets the gauge from the requests waiting.
-func (m *Metrics) setPending(pending map[string]waiting) {
-	if m == nil {
+// pendingMoved moves one waiting request from reason from (""  when it
+// did not wait) to reason to ("" when it no longer waits): the gauge is
+// kept incrementally, whatever the number of requests waiting. A reason
+// no request waits for any more has its series deleted.
+func (m *Metrics) pendingMoved(from, to string) {
+	if m == nil || from == to {
 		return
-	}
-	by := map[string]int{}
-	for _, w := range pending {
-		by[w.reason]++
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// Set, then delete only the reasons no request waits for any more: a
-	// scrape never sees a series missing that has requests (no Reset).
-	for r, n := range by {
-		m.pending.WithLabelValues(r).Set(float64(n))
+	if m.counts == nil {
+		m.counts = map[string]int{}
 	}
-	for r := range m.shown {
-		if by[r] == 0 {
-			m.pending.DeleteLabelValues(r)
+	if to != "" {
+		m.counts[to]++
+		m.pending.WithLabelValues(to).Set(float64(m.counts[to]))
+	}
+	if from != "" {
+		m.counts[from]--
+		if m.counts[from] <= 0 {
+			delete(m.counts, from)
+			m.pending.DeleteLabelValues(from)
+		} else {
+			m.pending.WithLabelValues(from).Set(float64(m.counts[from]))
 		}
-	}
-	m.shown = map[string]bool{}
-	for r := range by {
-		m.shown[r] = true
 	}
 }

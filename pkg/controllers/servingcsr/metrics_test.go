@@ -8,10 +8,11 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 )
 
-// TestPendingGauge: the gauge follows the waiting requests by reason; a
-// reason no request waits for any more loses its series, the others are
-// set in place (never reset: a scrape never misses a series that has
-// requests).
+// TestPendingGauge: the gauge follows the waiting requests by reason,
+// kept incrementally as each request starts, changes reason or stops
+// waiting; a reason no request waits for any more loses its series, the
+// others are set in place (never reset: a scrape never misses a series
+// that has requests).
 func TestPendingGauge(t *testing.T) {
 	m := NewMetrics()
 	reg := metrics.NewKubeRegistry()
@@ -28,10 +29,14 @@ func TestPendingGauge(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	m.setPending(map[string]waiting{"a": {"n1", "VMUnknown"}, "b": {"n2", "VMUnknown"}, "c": {"n3", "VMPoweredOff"}})
+	m.pendingMoved("", "VMUnknown")
+	m.pendingMoved("", "VMUnknown")
+	m.pendingMoved("", "VMPoweredOff")
 	want("vsphere_ccm_serving_csrs_pending{reason=\"VMPoweredOff\"} 1\nvsphere_ccm_serving_csrs_pending{reason=\"VMUnknown\"} 2\n")
-	m.setPending(map[string]waiting{"a": {"n1", "VMUnknown"}})
-	want("vsphere_ccm_serving_csrs_pending{reason=\"VMUnknown\"} 1\n")
-	m.setPending(map[string]waiting{})
+	m.pendingMoved("VMPoweredOff", "")
+	m.pendingMoved("VMUnknown", "IPOwnersUnknown")
+	want("vsphere_ccm_serving_csrs_pending{reason=\"IPOwnersUnknown\"} 1\nvsphere_ccm_serving_csrs_pending{reason=\"VMUnknown\"} 1\n")
+	m.pendingMoved("VMUnknown", "")
+	m.pendingMoved("IPOwnersUnknown", "")
 	want("")
 }

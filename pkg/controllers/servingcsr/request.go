@@ -88,22 +88,37 @@ func signable(usages []certificatesv1.KeyUsage) bool {
 // another provider (left to its approver, malformed or not); Deny for a
 // request no Node may get.
 func Inspect(csr *certificatesv1.CertificateSigningRequest, node *v1.Node) (Request, *Verdict) {
+	if v := precheck(csr, node); v != nil {
+		return Request{}, v
+	}
+	return Parse(csr)
+}
+
+// precheck is what of Inspect depends on the request's state and its Node,
+// not on its immutable spec: the verdict that ends it, or nil.
+func precheck(csr *certificatesv1.CertificateSigningRequest, node *v1.Node) *Verdict {
 	if csr.Spec.SignerName != SignerName {
-		return Request{}, &Verdict{Decision: Ignore, Reason: "OtherSigner", Message: "signer " + csr.Spec.SignerName}
+		return &Verdict{Decision: Ignore, Reason: "OtherSigner", Message: "signer " + csr.Spec.SignerName}
 	}
 	for _, c := range csr.Status.Conditions {
 		switch c.Type {
 		case certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed:
-			return Request{}, &Verdict{Decision: Ignore, Reason: "Decided", Message: "already " + string(c.Type)}
+			return &Verdict{Decision: Ignore, Reason: "Decided", Message: "already " + string(c.Type)}
 		}
 	}
 	if len(csr.Status.Certificate) > 0 {
-		return Request{}, &Verdict{Decision: Ignore, Reason: "Decided", Message: "already issued"}
+		return &Verdict{Decision: Ignore, Reason: "Decided", Message: "already issued"}
 	}
 	if node != nil && node.Spec.ProviderID != "" && !providerid.Owned(node.Spec.ProviderID) {
-		return Request{}, &Verdict{Decision: Ignore, Reason: "NotThisProvider",
+		return &Verdict{Decision: Ignore, Reason: "NotThisProvider",
 			Message: fmt.Sprintf("Node %s has providerID %q, not a vSphere VM's: left to its provider's approver", node.Name, node.Spec.ProviderID)}
 	}
+	return nil
+}
+
+// Parse reads a request's spec (immutable once created): the request, or
+// the denial that ends it.
+func Parse(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) {
 	deny := func(reason, format string, args ...any) (Request, *Verdict) {
 		return Request{}, &Verdict{Decision: Deny, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
