@@ -321,7 +321,16 @@ Operator commands:
 				return fmt.Errorf("register metrics: %w", err)
 			}
 		}
-		p, err := provider.New(cfg, provider.Options{Metrics: m, Events: events, NodeLabels: nodeLabels})
+		decoding := &vcenter.Decoding{}
+		switch v := strings.ToLower(lookupEnv(env, fastDecoderEnv)); v {
+		case "", "on":
+		case "off":
+			decoding.Off = true
+			fmt.Fprintf(stderr, "%s=off: every property collector answer is decoded by govmomi's decoder\n", fastDecoderEnv)
+		default:
+			return fmt.Errorf("%s=%q: want on or off", fastDecoderEnv, v)
+		}
+		p, err := provider.New(cfg, provider.Options{Metrics: m, Events: events, NodeLabels: nodeLabels, VCenter: vcenter.Options{Decoding: decoding}})
 		if err != nil {
 			return err
 		}
@@ -364,6 +373,12 @@ Operator commands:
 	}
 	return cmd, closeFn, nil
 }
+
+// fastDecoderEnv switches the fast property-collector decoder off ("off")
+// for a process: every answer is then decoded by govmomi's decoder (the
+// CPU time of a big vCenter's reads grows several times; nothing else
+// changes). It switches itself off when a shadow decode disagrees.
+const fastDecoderEnv = "VSPHERE_CCM_FAST_DECODER"
 
 // maxVerbosity is the highest log verbosity the controller manager runs
 // at: from 8 on, client-go logs Kubernetes API response bodies, and the

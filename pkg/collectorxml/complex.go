@@ -168,7 +168,7 @@ func (p *parser) field(t tag, v reflect.Value) bool {
 		}
 		return ok
 	}
-	if len(t.attrs) > 0 && v.Type() != referenceType {
+	if len(t.attrs) > 0 && v.Type() != referenceType && !p.typedAsDeclared(t, v.Type()) {
 		return false // a type attribute or anything else
 	}
 	if v.Kind() != reflect.Struct && readsItself(v.Type()) {
@@ -210,6 +210,20 @@ func (p *parser) field(t tag, v reflect.Value) bool {
 		return p.object(t, v)
 	}
 	return false
+}
+
+// typedAsDeclared reports whether t's only attribute is an xsi:type that
+// names the field's own data object type, as vCenter writes on the items
+// of an array (<GuestNicInfo xsi:type="GuestNicInfo">; the simulator
+// writes none): the decoder reads such an element into that type as it
+// reads it without the attribute. Any other type (a subtype, a prefixed
+// name, a declaration beside it) declines.
+func (p *parser) typedAsDeclared(t tag, rt reflect.Type) bool {
+	if rt.Kind() != reflect.Struct || rt == timeType || len(t.attrs) != 1 {
+		return false
+	}
+	a := t.attrs[0]
+	return len(a.prefix) > 0 && string(a.local) == "type" && p.resolves(a.prefix, nil, nsInstance) && string(a.raw) == rt.Name()
 }
 
 // maxDepth bounds the data objects read one in another.

@@ -128,6 +128,15 @@ func TestDecodeAgreesWithGovmomi(t *testing.T) {
 				t.Errorf("memoryMB %#v, want an int32", got)
 			}
 		}},
+		// As recorded vCenters write guest.net: every item of an array of
+		// data objects typed with its own type.
+		{file: "vcenter-details-typed.xml", ok: true, check: func(t *testing.T, res any) {
+			ch := res.(*types.WaitForUpdatesExResponse).Returnval.FilterSet[0].ObjectSet[0].ChangeSet
+			nics := ch[9].Val.(types.ArrayOfGuestNicInfo).GuestNicInfo
+			if len(nics) != 3 || len(nics[0].IpConfig.IpAddress) != 3 || nics[0].Network != "k8s-nodes" {
+				t.Errorf("guest.net decoded as %#v", nics)
+			}
+		}},
 		{file: "vcenter-retrieve.xml", ok: true, check: func(t *testing.T, res any) {
 			r := res.(*types.RetrievePropertiesExResponse).Returnval
 			if r.Token != "1" || len(r.Objects) != 2 || len(r.Objects[1].PropSet) != 3 {
@@ -242,7 +251,12 @@ func TestDecodeDeclinesDetails(t *testing.T) {
 		{"unknown field", "<network>k8s-nodes</network>", "<network>k8s-nodes</network><future>x</future>"},
 		{"a field twice", "<connected>true</connected><deviceConfigId>4000</deviceConfigId>", "<connected>true</connected><connected>false</connected><deviceConfigId>4000</deviceConfigId>"},
 		{"attribute on a field", "<network>k8s-nodes</network>", `<network x="y">k8s-nodes</network>`},
-		{"type on an array element", "<GuestNicInfo><network>k8s-nodes", `<GuestNicInfo xsi:type="GuestNicInfo"><network>k8s-nodes`},
+		// An xsi:type naming the element's own type is read (vcenter-details-typed.xml); any other is not.
+		{"another type on an array element", "<GuestNicInfo><network>k8s-nodes", `<GuestNicInfo xsi:type="GuestNicInfoFuture"><network>k8s-nodes`},
+		{"a prefixed type on an array element", "<GuestNicInfo><network>k8s-nodes", `<GuestNicInfo xsi:type="vim25:GuestNicInfo"><network>k8s-nodes`},
+		{"a type and another attribute", "<GuestNicInfo><network>k8s-nodes", `<GuestNicInfo xsi:type="GuestNicInfo" x="y"><network>k8s-nodes`},
+		{"a type with an undeclared prefix", "<GuestNicInfo><network>k8s-nodes", `<GuestNicInfo q:type="GuestNicInfo"><network>k8s-nodes`},
+		{"a type on a leaf", "<network>k8s-nodes</network>", `<network xsi:type="xsd:string">k8s-nodes</network>`},
 		{"integer with a plus", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId>+4000</deviceConfigId>"},
 		{"integer with space", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId> 4000</deviceConfigId>"},
 		{"empty integer", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId></deviceConfigId>"},

@@ -31,6 +31,8 @@ type Metrics struct {
 	unreadable *metrics.GaugeVec
 	missing    *metrics.GaugeVec
 	mismatch   *metrics.Counter
+	decoded    *metrics.CounterVec
+	decodeBad  *metrics.CounterVec
 	vapiExpiry *metrics.GaugeVec
 	vapiFail   *metrics.GaugeVec
 	tagAge     *metrics.GaugeVec
@@ -115,6 +117,12 @@ func newMetrics() *Metrics {
 		missing: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: namespace, Name: "vcenter_missing_privileges",
 			Help:           "Objects of each vCenter (its datacenters in scope, their VM and host folders, the folders of Nodes' VMs) on which the CCM's user lacked System.Read at the last check (every 10 minutes); while above 0 the vCenter cannot prove any VM absent, so no Node is deleted.",
 			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
+		decoded: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "vcenter_pages_decoded_total",
+			Help:           "Property collector answers (the inventory's pages and updates, its direct reads) by vCenter and decoder: fast (this CCM's decoder of VM identities and details) or govmomi (everything else, what the fast decoder declines, and every answer once it is switched off).",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter", "decoder"}),
+		decodeBad: metrics.NewCounterVec(&metrics.CounterOpts{Namespace: namespace, Name: "fast_decoder_mismatches_total",
+			Help:           "Answers on which the fast decoder disagreed with govmomi's (one page in 200 is decoded by both and compared); the first switches the fast decoder off for the process.",
+			StabilityLevel: metrics.ALPHA}, []string{"vcenter"}),
 		mismatch: metrics.NewCounter(&metrics.CounterOpts{Namespace: namespace, Name: "node_identity_mismatches_total",
 			Help:           "Initializations refused with nodes.identity: the Node reported the machine of a VM vCenter does not name like the Node (NodeIdentityMismatch events name them); such a Node is never deleted for it.",
 			StabilityLevel: metrics.ALPHA}),
@@ -145,7 +153,7 @@ func newMetrics() *Metrics {
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.missing, m.mismatch, m.vapiExpiry, m.vapiFail, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
+	return []metrics.Registerable{m.requests, m.duration, m.logins, m.up, m.inventoryVMs, m.inventoryAge, m.fullReads, m.unreadable, m.missing, m.mismatch, m.decoded, m.decodeBad, m.vapiExpiry, m.vapiFail, m.tagAge, m.lookups, m.calls, m.verdicts, m.vcDownFor, m.unserved}
 }
 
 // Request implements vcenter.Observer.
@@ -167,6 +175,12 @@ func (m *Metrics) Login(vc string, err error) {
 	}
 	m.logins.WithLabelValues(vc, result).Inc()
 }
+
+// Decoded implements vcenter.Observer.
+func (m *Metrics) Decoded(vc, decoder string) { m.decoded.WithLabelValues(vc, decoder).Inc() }
+
+// DecodeMismatch implements vcenter.Observer.
+func (m *Metrics) DecodeMismatch(vc string) { m.decodeBad.WithLabelValues(vc).Inc() }
 
 // call counts a call of the framework into the provider (nil-safe).
 func (m *Metrics) call(method string) {

@@ -60,6 +60,9 @@ type Options struct {
 	WrapTransport func(vcenter string, rt http.RoundTripper) http.RoundTripper
 	// Observer is told about every request and login (metrics).
 	Observer Observer
+	// Decoding is the fast decoder's policy, shared by every client (nil:
+	// on, with the default shadow decodes).
+	Decoding *Decoding
 	// UserAgent is sent with every request.
 	UserAgent string
 	// Clock is for tests; default the real clock.
@@ -90,6 +93,9 @@ func (o *Options) defaults(global config.Global) {
 	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
+	}
+	if o.Decoding == nil {
+		o.Decoding = &Decoding{}
 	}
 }
 

@@ -74,7 +74,7 @@ func (c *Client) newVIM(ctx context.Context) (*vim25.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	vim.RoundTripper = observedSOAP{next: vim25.Retry(newPages(sc), vim25.RetryTemporaryNetworkError, c.vc.SOAPRoundtripCount),
+	vim.RoundTripper = observedSOAP{next: vim25.Retry(newPages(sc, c.opts.Decoding, c.vc.Name, c.opts.Observer), vim25.RetryTemporaryNetworkError, c.vc.SOAPRoundtripCount),
 		vcenter: c.vc.Name, obs: c.opts.Observer}
 	return vim, nil
 }

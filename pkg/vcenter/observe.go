@@ -22,9 +22,18 @@ type Observer interface {
 	// Login reports a login attempt; err wraps ErrLoginRejected when the
 	// vCenter refused the credentials.
 	Login(vcenter string, err error)
+	// Decoded reports a property collector answer decoded by decoder:
+	// "fast" (collectorxml) or "govmomi".
+	Decoded(vcenter, decoder string)
+	// DecodeMismatch reports a shadow decode that disagreed: the fast
+	// decoder is then off for the process.
+	DecodeMismatch(vcenter string)
 }
 
 type nopObserver struct{}
+
+func (nopObserver) Decoded(string, string) {}
+func (nopObserver) DecodeMismatch(string)  {}
 
 func (nopObserver) Request(string, string, string, string, time.Duration) {}
 func (nopObserver) Login(string, error)                                   {}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -46,7 +47,7 @@ func TestPagesAgreeWithGovmomi(t *testing.T) {
 		}}})
 	}
 	err := m.Run(func(ctx context.Context, c *vim25.Client) error {
-		p := newPages(c.Client)
+		p := newPages(c.Client, &Decoding{}, "vc", nopObserver{})
 		fast := *c
 		fast.RoundTripper = p
 
@@ -205,7 +206,7 @@ func TestPagesDeclinedLate(t *testing.T) {
 			if err := sc.RoundTrip(context.Background(), req, want); err != nil {
 				t.Fatal(err)
 			}
-			p := newPages(sc)
+			p := newPages(sc, &Decoding{}, "vc", nopObserver{})
 			if err := p.RoundTrip(context.Background(), req, got); err != nil {
 				t.Fatal(err)
 			}
@@ -229,7 +230,7 @@ func TestPagesHTTPStatus(t *testing.T) {
 		req := &types.WaitForUpdatesEx{This: types.ManagedObjectReference{Type: "PropertyCollector", Value: "pc"}}
 		var wantRes, gotRes methods.WaitForUpdatesExBody
 		want := sc.RoundTrip(context.Background(), &methods.WaitForUpdatesExBody{Req: req}, &wantRes)
-		got := newPages(sc).RoundTrip(context.Background(), &methods.WaitForUpdatesExBody{Req: req}, &gotRes)
+		got := newPages(sc, &Decoding{}, "vc", nopObserver{}).RoundTrip(context.Background(), &methods.WaitForUpdatesExBody{Req: req}, &gotRes)
 		srv.Close()
 		if got == nil || want == nil || got.Error() != want.Error() {
 			t.Errorf("%d: error %v, want the SOAP client's %v", code, got, want)
@@ -238,5 +239,84 @@ func TestPagesHTTPStatus(t *testing.T) {
 		if g, w := vim25.IsTemporaryNetworkError(got), vim25.IsTemporaryNetworkError(want); g != w {
 			t.Errorf("%d: temporary %v, the SOAP client's %v", code, g, w)
 		}
+	}
+}
+
+// countingObserver counts the decodes by decoder and the mismatches.
+type countingObserver struct {
+	nopObserver
+	mu         sync.Mutex
+	decoded    map[string]int
+	mismatches int
+}
+
+func (o *countingObserver) Decoded(_, decoder string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.decoded == nil {
+		o.decoded = map[string]int{}
+	}
+	o.decoded[decoder]++
+}
+
+func (o *countingObserver) DecodeMismatch(string) { o.mu.Lock(); o.mismatches++; o.mu.Unlock() }
+
+// TestPagesShadow: one page in ShadowEvery is decoded by both decoders and
+// compared. Agreeing, the fast one counts; disagreeing (a fault made in
+// the fast decoder's result here), govmomi's answer is used, the mismatch
+// counted, and the fast decoder switched off for every later page of
+// every client of the policy. The operator's switch turns it off from the
+// start.
+func TestPagesShadow(t *testing.T) {
+	body, err := os.ReadFile("../collectorxml/testdata/vcenter-details-typed.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL + "/sdk")
+	sc := soap.NewClient(u, true)
+	req := &methods.WaitForUpdatesExBody{Req: &types.WaitForUpdatesEx{This: types.ManagedObjectReference{Type: "PropertyCollector", Value: "pc"}}}
+	var want methods.WaitForUpdatesExBody
+	if err := sc.RoundTrip(context.Background(), req, &want); err != nil {
+		t.Fatal(err)
+	}
+	round := func(p *pages) methods.WaitForUpdatesExBody {
+		t.Helper()
+		var got methods.WaitForUpdatesExBody
+		if err := p.RoundTrip(context.Background(), req, &got); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want.Res, got.Res); diff != "" {
+			t.Fatalf("differs from the SOAP client's (-soap client +pages):\n%s", diff)
+		}
+		return got
+	}
+
+	policy := &Decoding{ShadowEvery: 2}
+	obs := &countingObserver{}
+	p := newPages(sc, policy, "vc-a", obs)
+	for range 4 {
+		round(p)
+	}
+	if obs.decoded["fast"] != 4 || obs.mismatches != 0 || !policy.Enabled() {
+		t.Fatalf("agreeing: %v, %d mismatches, enabled %v; want 4 fast pages", obs.decoded, obs.mismatches, policy.Enabled())
+	}
+	p.corrupt = func(res any) { res.(*types.WaitForUpdatesExResponse).Returnval.Version = "forged" }
+	round(p) // page 5, shadowed (1, 3, 5 are): the forged version is caught, govmomi's answer used
+	if obs.mismatches != 1 || policy.Enabled() {
+		t.Fatalf("after a disagreement: %d mismatches, enabled %v", obs.mismatches, policy.Enabled())
+	}
+	round(p)                                   // page 6: govmomi's decoder alone
+	other := newPages(sc, policy, "vc-b", obs) // another vCenter's client, same process
+	round(other)
+	if obs.decoded["govmomi"] != 3 || obs.decoded["fast"] != 4 {
+		t.Errorf("decoded %v; want the shadowed page and every later one by govmomi", obs.decoded)
+	}
+
+	off := &countingObserver{}
+	round(newPages(sc, &Decoding{Off: true}, "vc-a", off))
+	if off.decoded["govmomi"] != 1 || off.decoded["fast"] != 0 {
+		t.Errorf("switched off: %v", off.decoded)
 	}
 }
