@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/controllers/csrapproval"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeevents"
 )
 
@@ -271,22 +272,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 func (c *Controller) next(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
-	wait, err := c.sync(ctx, name)
-	switch {
-	case err != nil:
-		klog.FromContext(ctx).Error(err, "Request not decided; retrying", "csr", name)
-		c.queue.AddRateLimited(name)
-	case wait:
-		c.queue.AddRateLimited(name)
-	default:
-		c.queue.Forget(name)
-	}
-	return true
+	return csrapproval.Next(ctx, c.queue, c.sync)
 }
 
 // sync decides one request; it reports whether the request waits.
@@ -347,15 +333,7 @@ func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
 // copy: if it changed since (another approver), the write conflicts and
 // the next sync sees the change.
 func (c *Controller) conclude(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, v *Verdict) error {
-	csr = csr.DeepCopy()
-	cond := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue,
-		Reason: v.Reason, Message: Component + ": " + v.Message, LastUpdateTime: metav1.NewTime(c.opts.Clock.Now())}
-	if v.Decision == Deny {
-		cond.Type = certificatesv1.CertificateDenied
-	}
-	csr.Status.Conditions = append(csr.Status.Conditions, cond)
-	_, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
-	return err
+	return csrapproval.Conclude(ctx, c.kube, csr, v.Decision == Deny, v.Reason, v.Message, Component, metav1.NewTime(c.opts.Clock.Now()))
 }
 
 // wait records that a request waits for reason; it reports whether that
