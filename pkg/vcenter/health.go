@@ -69,9 +69,9 @@ func (c *Client) Health() Health {
 	if c.sess != nil {
 		h.VAPIExpires = c.sess.restExpires
 	}
-	h.VAPIError, h.VAPIFailingSince = c.vapiErr, c.vapiSince
+	h.VAPIError, h.VAPIFailingSince = c.vapiErrLocked(now), c.vapiSince
 	if h.State == Connected && c.vapiDegradedLocked(now) {
-		h.State, h.LastError = Degraded, c.vapiErr
+		h.State, h.LastError = Degraded, h.VAPIError
 	}
 	return h
 }

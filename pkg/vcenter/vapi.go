@@ -108,6 +108,20 @@ func (c *Client) vapiDegradedLocked(now time.Time) bool {
 	return c.sess.restExpires.IsZero() || !now.Before(c.sess.restExpires)
 }
 
+// vapiErrLocked returns the last failed renewal as of now: one recorded
+// while the vAPI session was still valid says it has expired once its
+// expiry has passed (errors.Is(err, ErrVAPIUnavailable) from then on),
+// whether or not the next attempt has run yet.
+func (c *Client) vapiErrLocked(now time.Time) error {
+	var rerr *RenewalError
+	if !errors.As(c.vapiErr, &rerr) || rerr.Expires.IsZero() || now.Before(rerr.Expires) {
+		return c.vapiErr
+	}
+	expired := *rerr
+	expired.Expires = time.Time{}
+	return &expired
+}
+
 // showVAPILocked logs and notifies a change of the health the vAPI
 // session makes (Connected to Degraded and back).
 func (c *Client) showVAPILocked(now time.Time) {
@@ -120,7 +134,7 @@ func (c *Client) showVAPILocked(now time.Time) {
 	if !deg {
 		from, to = Degraded, Connected
 	}
-	c.log.Info("vCenter health changed", "from", from.String(), "to", to.String(), "err", c.vapiErr)
+	c.log.Info("vCenter health changed", "from", from.String(), "to", to.String(), "err", c.vapiErrLocked(now))
 	c.changed.Notify()
 }
 
