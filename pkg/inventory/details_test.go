@@ -135,6 +135,10 @@ func TestLookupOfDeletedVMDetails(t *testing.T) {
 	faults.AddRule(&simulator.FaultInjectionRule{MethodName: "WaitForUpdatesEx", ObjectType: "*", ObjectName: "*",
 		Probability: 1, FaultType: simulator.FaultTypeGeneric, Message: "no updates", Enabled: true})
 	defer faults.ClearRules()
+	// A long poll made before the rule may still be under way and would
+	// bring the deletion: wait until one made after it has failed.
+	ix := e.inv.Index("vc-c")
+	poll.True(t, "a long poll refused", func() bool { _, _, err := ix.Status(); return err != nil })
 	// Task.Wait would use WaitForUpdatesEx: wait by reading the task.
 	vm := object.NewVirtualMachine(c.Admin(), target.Ref)
 	for _, op := range []func(context.Context) (*object.Task, error){vm.PowerOff, vm.Destroy} {
