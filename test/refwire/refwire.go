@@ -68,13 +68,14 @@ type Metadata struct {
 // or the reference CCM's k8s.io/cloud-provider-vsphere/cmd/...) into dir;
 // root is the repository's root.
 //
-// refnode itself (".") is built from the reference's newest source: a copy
+// refnode (".") and the reference's own commands are built from the
+// reference's newest source: a copy
 // of its v1.36.0 module with the files of hack/refnode/head in place of
 // theirs (see its README), through a replace in a go.mod of its own (-modfile).
 func Build(ctx context.Context, root, pkg, dir, name string) (string, error) {
 	module := filepath.Join(root, "hack", "refnode")
 	var args []string
-	if pkg == "." {
+	if pkg == "." || strings.HasPrefix(pkg, "k8s.io/cloud-provider-vsphere/") {
 		modfile, err := HeadModfile(ctx, module, dir)
 		if err != nil {
 			return "", err

@@ -213,6 +213,7 @@ type VCenter struct {
 	tokensRefused int
 	stsDown       bool // SetSTSDown
 	recording     bool
+	methods       methodCounts
 	requests      []Request
 	// sessionManagerKeys are the sessions of started SessionManagers.
 	sessionManagerKeys []string
@@ -257,14 +258,14 @@ func startVCenter(ctx context.Context, index int, spec Spec, ca *authority, caFi
 		m.Service.ServeMux = http.NewServeMux()
 	}
 	v.guard = newPollGuard(m.Service.ServeSDK)
-	m.Service.ServeMux.Handle("POST /sdk", v.recorded(v.tokens.soapHandler(v.guard)))
-	sts := v.recorded(v.stsGuard(m.Service.Listen))
+	m.Service.ServeMux.Handle("POST /sdk", v.counted("SOAP", v.recorded(v.tokens.soapHandler(v.guard))))
+	sts := v.counted("STS", v.recorded(v.stsGuard(m.Service.Listen)))
 	for _, p := range stsPaths {
 		m.Service.ServeMux.Handle("POST "+p, sts)
 	}
 	vapi := &lateHandler{}
 	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodPatch, http.MethodPut} {
-		m.Service.ServeMux.Handle(method+" /rest/", v.tokens.restHandler(v.bridgeREST(vapi)))
+		m.Service.ServeMux.Handle(method+" /rest/", v.counted("REST", v.tokens.restHandler(v.bridgeREST(vapi))))
 	}
 	v.server = m.Service.NewServer()
 	// The vAPI simulator, registered by NewServer for every method at
@@ -313,6 +314,7 @@ func (v *VCenter) connectAdmin(ctx context.Context) error {
 	u := *v.server.URL
 	u.User = nil
 	sc := soap.NewClient(&u, false)
+	sc.UserAgent = adminAgent // not counted by CountMethods
 	if err := sc.SetRootCAs(v.CAFile); err != nil {
 		return err
 	}
