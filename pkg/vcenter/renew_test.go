@@ -164,7 +164,9 @@ func BenchmarkRenewal(b *testing.B) {
 			vms = n
 		}
 	}
-	ctx := quiet(b)
+	// Cancelled before the rig's clean-up waits for its inventory.
+	ctx, cancel := context.WithCancel(quiet(b))
+	defer cancel()
 	r := startTokenRig(b, ctx, vcsim.Spec{Name: "vc-a", Hosts: 2, VMs: 2, Copies: max(vms-2, 0)}, "certificate", time.Hour, false)
 	clk, cl, ix := r.clk, r.client, r.ix
 	b.Logf("%d VMs in the inventory", ix.Len())

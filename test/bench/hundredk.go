@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -87,70 +85,28 @@ type hundredKRun struct {
 // kubelets) runs on CPU 0 and the API server, etcd and the CCMs on the
 // others, as a real vCenter runs on its own hardware. Nothing is modelled.
 func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]report, error) {
-	const clusters = 10
-	perCluster := max(o.vmsPer/clusters, 1)
-	fmt.Printf("building %d simulated vCenters x %d VMs ...\n", o.vcenters, perCluster*clusters)
-	start := time.Now()
-	var specs []vcsim.Spec
-	for i := range o.vcenters {
-		specs = append(specs, vcsim.Spec{Name: fmt.Sprintf("vc-%02d", i), Clusters: clusters, Hosts: 2, VMs: 1, Copies: perCluster - 1,
-			Latency: o.latency})
-	}
-	fleet, err := vcsim.Start(ctx, specs...)
+	fleet, chosen, err := spreadFleet(ctx, o.vcenters, o.vmsPer, o.nodes, o.latency)
 	if err != nil {
 		return nil, err
 	}
 	defer fleet.Close()
-	if err := fleet.TagZones(ctx); err != nil {
-		return nil, err
-	}
-	var chosen []vcsim.VM
-	perVC := max(o.nodes/o.vcenters, 1)
-	for _, v := range fleet.VCenters {
-		step := max(len(v.VMs)/perVC, 1)
-		for i, n := 0, 0; i < len(v.VMs) && n < perVC; i, n = i+step, n+1 {
-			chosen = append(chosen, v.VMs[i])
-		}
-	}
 	vms := len(fleet.VMs())
-	fmt.Printf("simulated %d VMs in %v; %d of them are Nodes\n", vms, time.Since(start).Round(time.Second), len(chosen))
 	cfgPath := filepath.Join(e.work, "hundredk.yaml")
 	if err := fleet.WriteConfig(cfgPath, vcsim.ZoneLabels, nil); err != nil {
 		return nil, err
 	}
-	answers := map[string]any{}
-	for _, vm := range chosen {
-		answers[vm.Name] = map[string]string{"providerID": "vsphere://" + vm.UUID, "instanceType": "vsphere-vm.cpu-1.mem-0gb.os-unknown",
-			"internalIP": vm.IPv4, "zone": "zone-" + vm.Cluster, "region": "region-" + vm.Datacenter}
-	}
 	answersPath := filepath.Join(e.work, "hundredk-answers.json")
-	b, _ := json.Marshal(answers)
-	if err := os.WriteFile(answersPath, b, 0o600); err != nil {
+	if err := writeAnswers(answersPath, chosen); err != nil {
 		return nil, err
 	}
-
-	pinned := o.pinned && runtime.NumCPU() >= 2
-	if pinned {
-		others := make([]int, 0, runtime.NumCPU()-1)
-		for c := 1; c < runtime.NumCPU(); c++ {
-			others = append(others, c)
-		}
-		for _, pid := range e.cp.PIDs() {
-			if err := pin(pid, others...); err != nil {
-				return nil, err
-			}
-		}
-		if err := pin(os.Getpid(), 0); err != nil {
+	pinned := false
+	if o.pinned {
+		undo, ok, err := pinApart(&e)
+		if err != nil {
 			return nil, err
 		}
-		e.pinCCM = others
-		defer func() {
-			_ = pin(os.Getpid())
-			for _, pid := range e.cp.PIDs() {
-				_ = pin(pid)
-			}
-		}()
-		fmt.Printf("pinned: simulators and registration on CPU 0; API server, etcd and CCM on CPU %v\n", others)
+		defer undo()
+		pinned = ok
 	}
 
 	type round struct{ ours, base, floor hundredKRun }

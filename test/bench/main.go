@@ -30,6 +30,17 @@
 //     inventory's long polls; -csr-cold asks at registration, while the
 //     Nodes initialize (the requests wait and are retried).
 //
+//   - day: the steady state. 5,000 Nodes among 10 simulated vCenters x
+//     10,000 VMs initialized, then 30 minutes (-day-duration; -day-duration
+//     24h for a day) of seeded churn (VMs powered off and on, created and
+//     destroyed; Node VMs moved, some across zones, readdressed, destroyed;
+//     tags edited) at the framework's default status period, for this CCM,
+//     the reference CCM (built from hack/refnode's module) and the
+//     zero-cost provider in turn: per hour, median [range] over rounds
+//     (-day-window), CPU, the vSphere requests the simulators answered by
+//     method, API writes by kind and those that changed nothing, the delay
+//     from a change to the Node, RSS and its slope, goroutines.
+//
 //   - firstlookup: 50 Nodes among 2,000 and among 20,000 VMs (above the
 //     inventory's eager limit: details are read at each Node's first
 //     lookup), default controller flags: the time until every Node is
@@ -70,7 +81,7 @@ type env struct {
 type report struct{ measure, value, target string }
 
 func main() {
-	scenarios := flag.String("scenarios", "scale,site,failover,drift,bigvc,firstlookup,csr,hundredk", "comma-separated scenarios to run")
+	scenarios := flag.String("scenarios", "scale", "comma-separated scenarios to run: scale, site, failover, drift, bigvc, firstlookup, csr, hundredk, day")
 	n := flag.Int("n", 1000, "scale: number of nodes")
 	ccm := flag.String("ccm", "bin/vsphere-cloud-controller-manager", "the CCM binary")
 	zero := flag.String("zerocost", "bin/zerocost", "scale: the zero-cost CCM binary")
@@ -87,8 +98,18 @@ func main() {
 	flag.IntVar(&hk.runs, "hk-runs", 3, "hundredk: rounds (each: the CCM, the baseline if any, the zero-cost provider); medians and ranges are reported")
 	flag.BoolVar(&hk.pinned, "hk-pin", true, "hundredk: the simulated vCenters and the registering kubelets (this process) on CPU 0, the API server, etcd and the CCM on the others, as on separate machines")
 	flag.DurationVar(&hk.latency, "hk-latency", 20*time.Millisecond, "hundredk: delay of every SOAP call of the simulated vCenters (Model.DelayConfig)")
-	hkMem := flag.String("hk-memlimit", "512Mi", "hundredk: the memory limit of the CCMs' container (this CCM and the baseline), as deploy/base sets it (the binary gives Go 90 % of it: GOMEMLIMIT); 0 for none")
+	hkMem := flag.String("hk-memlimit", "512Mi", "hundredk and day: the memory limit of the CCMs' container (this CCM, the baseline, the reference), as deploy/base sets it (the binary gives Go 90 % of it: GOMEMLIMIT); 0 for none")
 	flag.StringVar(&hk.baseline, "hk-baseline", "", "hundredk: another CCM binary (the previous code) measured in the same rounds")
+	do := dayOptions{}
+	flag.IntVar(&do.vcenters, "day-vcenters", 10, "day: simulated vCenters")
+	flag.IntVar(&do.vmsPer, "day-vms", 10000, "day: VMs per vCenter")
+	flag.IntVar(&do.nodes, "day-nodes", 5000, "day: Nodes among them")
+	flag.DurationVar(&do.duration, "day-duration", 30*time.Minute, "day: churn each CCM lives through (24h for a day)")
+	flag.DurationVar(&do.window, "day-window", 5*time.Minute, "day: length of each measured round")
+	flag.Uint64Var(&do.seed, "day-seed", 1, "day: seed of the churn")
+	flag.StringVar(&do.reference, "day-reference", "", `day: the reference CCM binary ("": build it from hack/refnode's module; "none": leave it out)`)
+	flag.DurationVar(&do.latency, "day-latency", 20*time.Millisecond, "day: delay of every SOAP call of the simulated vCenters")
+	flag.BoolVar(&do.pinned, "day-pin", true, "day: the simulated vCenters and the churn on CPU 0, the API server, etcd and the CCM on the others")
 	csrCold := flag.Bool("csr-cold", false, "csr: every kubelet asks as soon as it registers, while the Nodes initialize")
 	keep := flag.Bool("keep", false, "keep the work directory (CCM logs, heap profiles) and print its path")
 	flag.Parse()
@@ -97,6 +118,7 @@ func main() {
 		os.Exit(2)
 	} else {
 		hk.memLimit = q.Value()
+		do.memLimit = q.Value()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -111,11 +133,12 @@ func main() {
 		"firstlookup": func(ctx context.Context, e env) ([]report, error) { return firstLookup(ctx, e, 2000, 20000, 50) },
 		"csr":         func(ctx context.Context, e env) ([]report, error) { return servingCSRs(ctx, e, *n, *csrCold) },
 		"hundredk":    func(ctx context.Context, e env) ([]report, error) { return hundredK(ctx, e, hk, *zero) },
+		"day":         func(ctx context.Context, e env) ([]report, error) { return day(ctx, e, do, *zero) },
 	}
 	var selected []string
 	for _, s := range strings.Split(*scenarios, ",") {
 		if run[s] == nil {
-			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (scale, site, failover, drift, bigvc, firstlookup, csr, hundredk)\n", s)
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (scale, site, failover, drift, bigvc, firstlookup, csr, hundredk, day)\n", s)
 			os.Exit(2)
 		}
 		selected = append(selected, s)

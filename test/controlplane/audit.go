@@ -4,21 +4,19 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
 
-// auditPolicy records every write to a Node (and its status) at the
-// Metadata level: who, with which user agent, which verb; nothing else.
+// auditPolicy records every write at the Metadata level: who, with which
+// user agent, which verb on which object; nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
   - level: Metadata
-    verbs: [create, update, patch, delete]
-    resources:
-      - group: ""
-        resources: [nodes, nodes/status]
+    verbs: [create, update, patch, delete, deletecollection]
   - level: None
 `
 
@@ -45,15 +43,56 @@ type NodeWrite struct {
 
 // NodeWrites returns every Node write the API server has logged so far.
 func (cp *ControlPlane) NodeWrites() ([]NodeWrite, error) {
-	f, err := os.Open(filepath.Join(cp.Dir, "audit.log"))
+	all, err := cp.Writes(0)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []NodeWrite
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	for _, w := range all {
+		if w.Resource == "nodes" {
+			out = append(out, NodeWrite{Verb: w.Verb, Node: w.Name, Subresource: w.Subresource, User: w.User, UserAgent: w.UserAgent, Code: w.Code})
+		}
+	}
+	return out, nil
+}
+
+// Write is one write the API server logged.
+type Write struct {
+	Verb, Resource, Subresource, Namespace, Name string
+	User, UserAgent                              string
+	Code                                         int
+}
+
+// Writes returns the writes the API server has logged from byte offset
+// from of its audit log on, and the offset after the last (to read only
+// what came since, call it again with that).
+func (cp *ControlPlane) Writes(from int64) ([]Write, error) {
+	ws, _, err := cp.WritesFrom(from)
+	return ws, err
+}
+
+// WritesFrom is Writes, with the offset to read from next.
+func (cp *ControlPlane) WritesFrom(from int64) ([]Write, int64, error) {
+	f, err := os.Open(filepath.Join(cp.Dir, "audit.log"))
+	if err != nil {
+		return nil, from, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil, from, err
+	}
+	var out []Write
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			// A line being written is read next time, whole.
+			return out, from, nil
+		}
+		if err != nil {
+			return out, from, err
+		}
+		from += int64(len(line))
 		var ev struct {
 			Verb      string `json:"verb"`
 			UserAgent string `json:"userAgent"`
@@ -62,6 +101,7 @@ func (cp *ControlPlane) NodeWrites() ([]NodeWrite, error) {
 			} `json:"user"`
 			ObjectRef struct {
 				Resource    string `json:"resource"`
+				Namespace   string `json:"namespace"`
 				Name        string `json:"name"`
 				Subresource string `json:"subresource"`
 			} `json:"objectRef"`
@@ -69,14 +109,11 @@ func (cp *ControlPlane) NodeWrites() ([]NodeWrite, error) {
 				Code int `json:"code"`
 			} `json:"responseStatus"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return out, from, fmt.Errorf("audit log: %w", err)
 		}
-		if ev.ObjectRef.Resource != "nodes" {
-			continue
-		}
-		out = append(out, NodeWrite{Verb: ev.Verb, Node: ev.ObjectRef.Name, Subresource: ev.ObjectRef.Subresource,
+		out = append(out, Write{Verb: ev.Verb, Resource: ev.ObjectRef.Resource, Subresource: ev.ObjectRef.Subresource,
+			Namespace: ev.ObjectRef.Namespace, Name: ev.ObjectRef.Name,
 			User: ev.User.Username, UserAgent: ev.UserAgent, Code: ev.ResponseStatus.Code})
 	}
-	return out, sc.Err()
 }

@@ -1,0 +1,418 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// churnRates are the changes made each minute of the day scenario.
+type churnRates struct {
+	// PowerCycles non-Node VMs are powered off, and powered on again the
+	// next minute.
+	PowerCycles int
+	// Creates non-Node VMs are cloned; Destroys of the VMs created (the
+	// oldest first, once they have lived a minute) are destroyed.
+	Creates, Destroys int
+	// VMotions Node VMs move to another host of their cluster, and
+	// CrossZone of them, every CrossZoneEvery minutes, to another cluster
+	// (another zone).
+	VMotions, CrossZone, CrossZoneEvery int
+	// Addresses Node VMs get a new guest IPv4 address.
+	Addresses int
+	// TagEdits clusters or hosts get a tag of a category the CCM does not
+	// read attached, detached the next minute.
+	TagEdits int
+	// NodeDestroyEvery minutes one Node VM is powered off and destroyed,
+	// and its Node marked NotReady (what the node lifecycle controller of
+	// kube-controller-manager does once its kubelet stops posting).
+	NodeDestroyEvery int
+}
+
+// defaultChurn is the day scenario's churn for a fleet of vms VMs of which
+// nodes are Nodes: per minute 0.05 % of the VMs power-cycled, 0.02 %
+// created and as many destroyed, 0.2 % of the Nodes moved (one across zones
+// every 5 minutes) and 0.2 % given a new address, two tag edits, one Node
+// VM destroyed every 10 minutes. At 100,000 VMs and 5,000 Nodes, an hour
+// is 3,000 power cycles, 1,200 VMs created and destroyed, 600 vMotions, 600
+// address changes, 120 tag edits and 6 Nodes lost.
+func defaultChurn(vms, nodes int) churnRates {
+	return churnRates{
+		PowerCycles: max(vms/2000, 1), Creates: max(vms/5000, 1), Destroys: max(vms/5000, 1),
+		VMotions: max(nodes/500, 1), CrossZone: 1, CrossZoneEvery: 5,
+		Addresses: max(nodes/500, 1), TagEdits: 2, NodeDestroyEvery: 10,
+	}
+}
+
+// change is one change of a Node's truth whose arrival on the Node is
+// timed: a new address, or its VM destroyed (the Node deleted).
+type change struct {
+	kind string // "address", "deleted"
+	node string
+	ip   string // kind "address": the new address
+	at   time.Time
+}
+
+// churn applies churnRates to a fleet, seeded, one minute at a time.
+type churn struct {
+	fleet *vcsim.Fleet
+	kube  kubernetes.Interface
+	rng   *rand.Rand
+	rates churnRates
+
+	nodes   []vcsim.VM // alive Node VMs, as last moved
+	others  []vcsim.VM // non-Node VMs the churn may power-cycle
+	created []vcsim.VM // VMs the churn made, oldest first
+	off     []vcsim.VM // powered off last minute
+	tagged  []tagged   // tags attached last minute
+	// clusters are each vCenter's clusters and their hosts.
+	clusters map[string][]placement
+	nextIP   int
+	minute   int
+	clones   int
+
+	// sink gets every change made, as it is made.
+	sink func(change)
+
+	mu   sync.Mutex
+	done map[string]int // operations done, by kind
+	// benchNodeWrites are this process's writes to Nodes (NotReady).
+	benchNodeWrites int
+}
+
+type tagged struct {
+	vc  *vcsim.VCenter
+	obj types.ManagedObjectReference
+}
+
+func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes []vcsim.VM, rates churnRates, seed uint64) *churn {
+	isNode := map[string]bool{}
+	for _, vm := range nodes {
+		isNode[vm.Name] = true
+	}
+	var others []vcsim.VM
+	for _, vm := range fleet.VMs() {
+		if !isNode[vm.Name] {
+			others = append(others, vm)
+		}
+	}
+	return &churn{fleet: fleet, kube: kube, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rates: rates,
+		nodes: slices.Clone(nodes), others: others, done: map[string]int{}, clusters: placements(fleet)}
+}
+
+// Nodes are the Node VMs still alive.
+func (c *churn) Nodes() []vcsim.VM { return slices.Clone(c.nodes) }
+
+// take returns the operations done so far and this process's Node
+// writes.
+func (c *churn) take() (map[string]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.done), c.benchNodeWrites
+}
+
+func (c *churn) did(kind string, n int) {
+	c.mu.Lock()
+	c.done[kind] += n
+	c.mu.Unlock()
+}
+
+// record hands a change to the sink (the watcher timing it).
+func (c *churn) record(ch change) {
+	if c.sink != nil {
+		c.sink(ch)
+	}
+}
+
+// run makes one minute's changes each minute until ctx ends.
+func (c *churn) run(ctx context.Context) error {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		// A minute's changes are made whole (the run's end does not cut
+		// one short, leaving VMs off that the churn does not know of).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		err := c.step(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// step makes one minute's changes.
+func (c *churn) step(ctx context.Context) error {
+	c.minute++
+	r := c.rates
+	// Power: last minute's back on, then others off.
+	for _, vm := range c.off {
+		if err := c.power(ctx, vm, true); err != nil {
+			return err
+		}
+	}
+	c.did("power on", len(c.off))
+	c.off = c.off[:0]
+	for range r.PowerCycles {
+		vm := c.others[c.rng.IntN(len(c.others))]
+		if slices.ContainsFunc(c.off, func(o vcsim.VM) bool { return o.Ref == vm.Ref }) {
+			continue
+		}
+		if err := c.power(ctx, vm, false); err != nil {
+			return err
+		}
+		c.off = append(c.off, vm)
+	}
+	c.did("power off", len(c.off))
+	// Creations and destructions of non-Node VMs.
+	for range r.Creates {
+		src := c.others[c.rng.IntN(len(c.others))]
+		v := c.fleet.VCenter(src.VCenter)
+		c.clones++
+		name := fmt.Sprintf("churn-%s-%d", src.VCenter, c.clones)
+		ref, err := v.Clone(ctx, src.Ref, name, "")
+		if err != nil {
+			return fmt.Errorf("clone %s: %w", src.Name, err)
+		}
+		c.created = append(c.created, vcsim.VM{Name: name, Ref: ref, VCenter: src.VCenter})
+	}
+	c.did("created", r.Creates)
+	for i := 0; i < r.Destroys && len(c.created) > r.Creates; i++ {
+		vm := c.created[0]
+		c.created = c.created[1:]
+		if err := c.destroy(ctx, vm); err != nil {
+			return err
+		}
+		c.did("destroyed", 1)
+	}
+	// vMotions of Node VMs, one across zones every CrossZoneEvery minutes.
+	cross := 0
+	if r.CrossZoneEvery > 0 && c.minute%r.CrossZoneEvery == 0 {
+		cross = r.CrossZone
+	}
+	for i := range r.VMotions {
+		k := c.rng.IntN(len(c.nodes))
+		vm := c.nodes[k]
+		v := c.fleet.VCenter(vm.VCenter)
+		host, ok := v.OtherHost(vm)
+		if i < cross {
+			host, ok = c.otherClusterHost(v, vm)
+		}
+		if !ok {
+			continue
+		}
+		if err := v.Relocate(ctx, vm.Ref, host); err != nil {
+			return err
+		}
+		if i < cross {
+			c.did("vMotion across zones", 1)
+		} else {
+			c.did("vMotion", 1)
+		}
+		vm.HostRef = host
+		vm.ClusterRef = c.clusterOf(v, host)
+		c.nodes[k] = vm
+	}
+	// New guest addresses.
+	for range r.Addresses {
+		k := c.rng.IntN(len(c.nodes))
+		if err := c.readdress(ctx, k); err != nil {
+			return err
+		}
+	}
+	c.did("address changed", r.Addresses)
+	// Tags: last minute's detached, new ones attached.
+	for _, tg := range c.tagged {
+		if err := tg.vc.Untag(ctx, "ops", "maintenance", tg.obj); err != nil {
+			return err
+		}
+	}
+	c.tagged = c.tagged[:0]
+	for i := range r.TagEdits {
+		vm := c.nodes[c.rng.IntN(len(c.nodes))]
+		v := c.fleet.VCenter(vm.VCenter)
+		obj := vm.ClusterRef
+		if i%2 == 1 {
+			obj = vm.HostRef
+		}
+		if err := v.Tag(ctx, "ops", "maintenance", obj); err != nil {
+			return err
+		}
+		c.tagged = append(c.tagged, tagged{vc: v, obj: obj})
+	}
+	c.did("tag edits", 2*r.TagEdits)
+	// A Node VM lost.
+	if r.NodeDestroyEvery > 0 && c.minute%r.NodeDestroyEvery == 0 && len(c.nodes) > 1 {
+		k := c.rng.IntN(len(c.nodes))
+		vm := c.nodes[k]
+		c.nodes = slices.Delete(c.nodes, k, k+1)
+		if err := c.power(ctx, vm, false); err != nil {
+			return err
+		}
+		if err := c.destroy(ctx, vm); err != nil {
+			return err
+		}
+		c.record(change{kind: "deleted", node: vm.Name, at: time.Now()})
+		if err := c.notReady(ctx, vm.Name); err != nil {
+			return err
+		}
+		c.did("Node VM destroyed", 1)
+	}
+	return nil
+}
+
+func (c *churn) power(ctx context.Context, vm vcsim.VM, on bool) error {
+	o := object.NewVirtualMachine(c.fleet.VCenter(vm.VCenter).Admin(), vm.Ref)
+	var task *object.Task
+	var err error
+	if on {
+		task, err = o.PowerOn(ctx)
+	} else {
+		task, err = o.PowerOff(ctx)
+	}
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	// InvalidPowerState: the VM is already in the state asked for.
+	if err != nil && !fault.Is(err, &types.InvalidPowerState{}) {
+		return fmt.Errorf("power %s: %w", vm.Name, err)
+	}
+	return nil
+}
+
+func (c *churn) destroy(ctx context.Context, vm vcsim.VM) error {
+	o := object.NewVirtualMachine(c.fleet.VCenter(vm.VCenter).Admin(), vm.Ref)
+	task, err := o.Destroy(ctx)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("destroy %s: %w", vm.Name, err)
+	}
+	return nil
+}
+
+// readdress gives Node VM k a new guest IPv4 address (its other addresses
+// and NIC kept), as a DHCP lease change would.
+func (c *churn) readdress(ctx context.Context, k int) error {
+	vm := c.nodes[k]
+	v := c.fleet.VCenter(vm.VCenter)
+	var m mo.VirtualMachine
+	if err := property.DefaultCollector(v.Admin()).RetrieveOne(ctx, vm.Ref, []string{"guest.net", "guest.hostName"}, &m); err != nil {
+		return err
+	}
+	if m.Guest == nil || len(m.Guest.Net) == 0 {
+		return fmt.Errorf("VM %s has no guest NIC", vm.Name)
+	}
+	c.nextIP++
+	ip := netip.AddrFrom4([4]byte{10, 250, byte(c.nextIP >> 8), byte(c.nextIP)}).String()
+	nics := slices.Clone(m.Guest.Net)
+	addrs := slices.Clone(nics[0].IpAddress)
+	if len(addrs) == 0 {
+		addrs = []string{ip}
+	} else {
+		addrs[0] = ip
+	}
+	nics[0].IpAddress = addrs
+	nics[0].IpConfig = nil
+	v.SetGuest(vm.Ref, m.Guest.HostName, nics)
+	c.record(change{kind: "address", node: vm.Name, ip: ip, at: time.Now()})
+	return nil
+}
+
+// notReady sets the Node's Ready condition Unknown.
+func (c *churn) notReady(ctx context.Context, name string) error {
+	n, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	setReady(n, v1.ConditionUnknown)
+	if _, err := c.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.benchNodeWrites++
+	c.mu.Unlock()
+	return nil
+}
+
+// setReady sets n's Ready condition to s.
+func setReady(n *v1.Node, s v1.ConditionStatus) {
+	now := metav1.Now()
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			n.Status.Conditions[i].Status, n.Status.Conditions[i].LastTransitionTime = s, now
+			return
+		}
+	}
+	n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: v1.NodeReady, Status: s,
+		LastHeartbeatTime: now, LastTransitionTime: now, Reason: "KubeletReady"})
+}
+
+// otherClusterHost is a host of another cluster of vm's datacenter.
+func (c *churn) otherClusterHost(v *vcsim.VCenter, vm vcsim.VM) (types.ManagedObjectReference, bool) {
+	var others []placement
+	for _, p := range c.clusters[v.Name] {
+		if p.datacenter == vm.Datacenter && p.cluster != vm.ClusterRef && len(p.hosts) > 0 {
+			others = append(others, p)
+		}
+	}
+	if len(others) == 0 {
+		return types.ManagedObjectReference{}, false
+	}
+	p := others[c.rng.IntN(len(others))]
+	return p.hosts[c.rng.IntN(len(p.hosts))], true
+}
+
+// clusterOf is the cluster host belongs to.
+func (c *churn) clusterOf(v *vcsim.VCenter, host types.ManagedObjectReference) types.ManagedObjectReference {
+	for _, p := range c.clusters[v.Name] {
+		if slices.Contains(p.hosts, host) {
+			return p.cluster
+		}
+	}
+	return types.ManagedObjectReference{}
+}
+
+// placement is a cluster, its datacenter and its hosts.
+type placement struct {
+	datacenter string
+	cluster    types.ManagedObjectReference
+	hosts      []types.ManagedObjectReference
+}
+
+// placements lists every cluster holding a VM, by vCenter.
+func placements(fleet *vcsim.Fleet) map[string][]placement {
+	out := map[string][]placement{}
+	for _, v := range fleet.VCenters {
+		seen := map[types.ManagedObjectReference]bool{}
+		for _, vm := range v.VMs {
+			if vm.ClusterRef.Value == "" || seen[vm.ClusterRef] {
+				continue
+			}
+			seen[vm.ClusterRef] = true
+			out[v.Name] = append(out[v.Name], placement{datacenter: vm.Datacenter, cluster: vm.ClusterRef, hosts: v.ClusterHosts(vm.ClusterRef)})
+		}
+	}
+	return out
+}

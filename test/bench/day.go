@@ -1,0 +1,558 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/memlimit"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/ccmproc"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/refwire"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// dayOptions size the day scenario.
+type dayOptions struct {
+	vcenters, vmsPer, nodes int
+	// duration is how long each CCM lives through the churn once its
+	// Nodes are initialized; window the length of each measured round.
+	duration, window time.Duration
+	seed             uint64
+	latency          time.Duration
+	// reference is the reference CCM's binary: "" builds it (hack/refnode's
+	// module, the reference's newest source), "none" leaves it out.
+	reference string
+	memLimit  int64
+	pinned    bool
+}
+
+// dayWindow is what one round of the churn cost.
+type dayWindow struct {
+	length  time.Duration
+	cpu     time.Duration
+	methods map[string]int64 // vSphere requests the vCenters answered, by method
+	writes  map[string]int   // the CCM's API writes by verb and resource
+	// nodeWrites are the CCM's successful Node writes; nodeChanges the
+	// Node changes the API server sent watchers that this process did not
+	// make (so the CCM's): a write that changes nothing sends none.
+	nodeWrites, nodeChanges int
+}
+
+// dayRun is one CCM's run.
+type dayRun struct {
+	name    string
+	nodes   int
+	init    time.Duration
+	windows []dayWindow
+	// delays are, by kind of change, from the change in vSphere to the
+	// Node showing it; unseen counts those never shown by the end.
+	delays map[string][]time.Duration
+	unseen map[string]int
+	// rss samples (MB) and when; goroutines at start and end.
+	rss          []float64
+	rssAt        []time.Duration
+	goroutines   [2]float64
+	done         map[string]int // churn operations made
+	measuresTrue bool           // answers follow vSphere (not the zero-cost CCM's fixed answers)
+}
+
+// day initializes nodes Nodes among vcenters x vmsPer VMs, then lives
+// through o.duration of churn (churnRates, seeded) with the framework's
+// default status period (5 minutes) and node monitor period (5 seconds),
+// for this CCM, the reference CCM and the zero-cost provider in turn, on
+// the same fleet and the same seeded churn. It reports per hour, median
+// [range] over rounds of o.window: the CCM's CPU, the vSphere requests its
+// vCenters answered by method (counted by the simulators, so the same for
+// any CCM), its API server writes by kind and its Node writes that changed
+// nothing, the delay from a change in vSphere to the Node (new address,
+// VM destroyed), RSS and its slope, goroutines. Nothing is modelled.
+func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error) {
+	fleet, chosen, err := spreadFleet(ctx, o.vcenters, o.vmsPer, o.nodes, o.latency)
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close()
+	for _, v := range fleet.VCenters {
+		v.CountMethods()
+	}
+	vms := len(fleet.VMs())
+	cfgPath := filepath.Join(e.work, "day.yaml")
+	if err := fleet.WriteConfig(cfgPath, vcsim.ZoneLabels, nil); err != nil {
+		return nil, err
+	}
+	answersPath := filepath.Join(e.work, "day-answers.json")
+	if err := writeAnswers(answersPath, chosen); err != nil {
+		return nil, err
+	}
+	type ccm struct {
+		name, binary, config string
+		flags                map[string]string
+		memLimit             int64
+		truth                bool
+	}
+	ccms := []ccm{{name: "vsphere CCM", binary: e.ccm, config: cfgPath, memLimit: o.memLimit, truth: true}}
+	switch o.reference {
+	case "none":
+	case "":
+		root, _ := os.Getwd()
+		fmt.Println("building the reference CCM (hack/refnode's module, the reference's newest source) ...")
+		bin, err := refwire.Build(ctx, root, "k8s.io/cloud-provider-vsphere/cmd/vsphere-cloud-controller-manager", e.work, "reference-ccm")
+		if err != nil {
+			return nil, err
+		}
+		o.reference = bin
+		fallthrough
+	default:
+		ccms = append(ccms, ccm{name: "reference CCM", binary: o.reference, config: cfgPath,
+			flags: map[string]string{"--cloud-provider": "vsphere"}, memLimit: o.memLimit, truth: true})
+	}
+	ccms = append(ccms, ccm{name: "zero-cost", binary: zero, config: "--answers=" + answersPath})
+	pinned := false
+	if o.pinned {
+		undo, ok, err := pinApart(&e)
+		if err != nil {
+			return nil, err
+		}
+		defer undo()
+		pinned = ok
+	}
+	rates := defaultChurn(vms, len(chosen))
+	fmt.Printf("churn per minute: %+v (seed %d)\n", rates, o.seed)
+
+	alive := chosen
+	var runs []dayRun
+	for _, c := range ccms {
+		fmt.Printf("\n-- %s: %d Nodes, then %v of churn in rounds of %v\n", c.name, len(alive), o.duration, o.window)
+		flags := map[string]string{
+			"--v": "1", "--concurrent-node-syncs": "8", "--kube-api-qps": "200", "--kube-api-burst": "400",
+			// The framework's defaults (the control plane's CCM flags are
+			// the fast ones the e2e tests use).
+			"--node-status-update-frequency": "5m", "--node-monitor-period": "5s",
+		}
+		maps.Copy(flags, c.flags)
+		ch := newChurn(fleet, e.kube, alive, rates, o.seed)
+		r, err := runDay(ctx, e, c.name, c.binary, c.config, flags, c.memLimit, ch, o, len(fleet.VCenters))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		r.measuresTrue = c.truth
+		runs = append(runs, r)
+		alive = ch.Nodes()
+		if err := deleteNodes(ctx, e.kube); err != nil {
+			return nil, err
+		}
+	}
+	mode := fmt.Sprintf("%v per SOAP call", o.latency)
+	if pinned {
+		mode += ", pinned"
+	}
+	if o.memLimit > 0 {
+		mode += fmt.Sprintf(", the CCMs under a %d MiB memory limit", o.memLimit>>20)
+	}
+	printDay(runs, vms, o, mode)
+	ours := runs[0]
+	label := fmt.Sprintf("day (%d Nodes of %d VMs, %v of churn, %s)", len(chosen), vms, o.duration, mode)
+	reports := []report{
+		{label + ": CPU of the CCM, s per hour", perHour(ours, func(w dayWindow) float64 { return w.cpu.Seconds() }).format("%.1f"), "a small fraction of the reference's"},
+		{"day: vSphere requests per hour beyond long polls", perHour(ours, beyondPolls).format("%.0f"), "independent of the number of Nodes"},
+		{"day: Node writes per hour that changed nothing", perHour(ours, noOpWrites).format("%.0f"), "0"},
+		{"day: RSS slope, MB per hour", fmt.Sprintf("%.1f", rssSlope(ours)), "0 within noise"},
+	}
+	if len(runs) == 3 {
+		ref := runs[1]
+		reports = append(reports,
+			report{"day: reference CCM, CPU s per hour", perHour(ref, func(w dayWindow) float64 { return w.cpu.Seconds() }).format("%.1f"), ""},
+			report{"day: reference CCM, vSphere requests per hour beyond long polls", perHour(ref, beyondPolls).format("%.0f"), ""})
+	}
+	return reports, nil
+}
+
+// runDay runs one CCM through initialization and the churn.
+func runDay(ctx context.Context, e env, name, binary, config string, flags map[string]string, memLimit int64, ch *churn, o dayOptions, vcenters int) (dayRun, error) {
+	r := dayRun{name: name, delays: map[string][]time.Duration{}, unseen: map[string]int{}}
+	var envs []string
+	if memLimit > 0 {
+		envs = append(envs, "GOMEMLIMIT="+strconv.FormatInt(memlimit.SoftLimit(memLimit), 10))
+	}
+	logName := "day-" + strings.ReplaceAll(name, " ", "-") + ".log"
+	p, err := ccmproc.StartEnv(e.cp, binary, config, filepath.Join(e.work, logName), flags, envs)
+	if err != nil {
+		return r, err
+	}
+	defer p.Stop()
+	if len(e.pinCCM) > 0 {
+		if err := pin(p.PID(), e.pinCCM...); err != nil {
+			return r, err
+		}
+	}
+	if err := p.WaitHealthy(ctx); err != nil {
+		return r, fmt.Errorf("%w\n%s", err, tail(p.LogText(), 3000))
+	}
+	if binary == e.ccm {
+		if err := p.WaitStarted(ctx, vcenters, 20*time.Minute); err != nil {
+			return r, err
+		}
+	}
+	nodes := ch.Nodes()
+	r.nodes = len(nodes)
+	start := time.Now()
+	go func() { _ = registerReady(ctx, e.kube, nodes) }()
+	times, err := watchInitTimes(ctx, e.kube, nodes, start, 60*time.Minute)
+	if err != nil {
+		return r, fmt.Errorf("%w\n%s", err, tail(p.LogText(), 3000))
+	}
+	r.init = quantile(times, 1)
+	fmt.Printf("%s: %d Nodes initialized in %v\n", name, len(nodes), r.init.Round(100*time.Millisecond))
+
+	_, auditAt, err := e.cp.WritesFrom(0)
+	if err != nil {
+		return r, err
+	}
+	agent := filepath.Base(binary) + "/"
+	watcher, err := watchNodes(ctx, e.kube)
+	if err != nil {
+		return r, err
+	}
+	defer watcher.stop()
+	ch.sink = watcher.expect
+	churnCtx, stopChurn := context.WithTimeout(ctx, o.duration)
+	defer stopChurn()
+	churnErr := make(chan error, 1)
+	go func() { churnErr <- ch.run(churnCtx) }()
+
+	began := time.Now()
+	sample := func() {
+		r.rss = append(r.rss, float64(p.Status("VmRSS"))/1024)
+		r.rssAt = append(r.rssAt, time.Since(began))
+	}
+	sample()
+	r.goroutines[0] = p.Gauge("go_goroutines")
+	cpu0, _ := cpuOf(p)
+	methods0 := fleetMethods(ch.fleet)
+	_, bench0 := ch.take()
+	changes0 := watcher.changes()
+	last := time.Now()
+	windowT := time.NewTicker(o.window)
+	defer windowT.Stop()
+	rssT := time.NewTicker(30 * time.Second)
+	defer rssT.Stop()
+	ended := false
+	for !ended {
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case err := <-churnErr:
+			if err != nil {
+				return r, fmt.Errorf("churn: %w", err)
+			}
+			ended = true
+		case <-rssT.C:
+			sample()
+			continue
+		case <-windowT.C:
+		}
+		now := time.Now()
+		w := dayWindow{length: now.Sub(last), writes: map[string]int{}}
+		last = now
+		cpu1, _ := cpuOf(p)
+		w.cpu, cpu0 = cpu1-cpu0, cpu1
+		methods1 := fleetMethods(ch.fleet)
+		w.methods = map[string]int64{}
+		for m, n := range methods1 {
+			if d := n - methods0[m]; d > 0 {
+				w.methods[m] = d
+			}
+		}
+		methods0 = methods1
+		var ws []writeRecord
+		ws, auditAt, err = auditWrites(e, auditAt, agent)
+		if err != nil {
+			return r, err
+		}
+		for _, x := range ws {
+			w.writes[x.kind]++
+			if x.node && x.ok {
+				w.nodeWrites++
+			}
+		}
+		changes1 := watcher.changes()
+		_, bench1 := ch.take()
+		w.nodeChanges = max(changes1-changes0-(bench1-bench0), 0)
+		changes0, bench0 = changes1, bench1
+		if w.length >= o.window/2 { // a last short round is not a round
+			r.windows = append(r.windows, w)
+		}
+		fmt.Printf("%s: round %d: CPU %.1f s, %d vSphere requests, %d API writes (%d Node writes, %d Node changes), RSS %.1f MB\n",
+			name, len(r.windows), w.cpu.Seconds(), sumInt(w.methods), sumInt(w.writes), w.nodeWrites, w.nodeChanges, r.rss[len(r.rss)-1])
+	}
+	sample()
+	r.goroutines[1] = p.Gauge("go_goroutines")
+	// The last changes get a status period (and a little) to show.
+	if binary != "" && !strings.HasPrefix(config, "--") {
+		deadline := time.Now().Add(6 * time.Minute)
+		for watcher.pendingCount() > 0 && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return r, ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	if err := ch.restore(ctx); err != nil {
+		return r, err
+	}
+	r.delays, r.unseen = watcher.results()
+	r.done, _ = ch.take()
+	return r, nil
+}
+
+// cpuOf is the CPU the process has used.
+func cpuOf(p *ccmproc.Process) (time.Duration, error) { return controlplane.CPUTime(p.PID()) }
+
+func fleetMethods(f *vcsim.Fleet) map[string]int64 {
+	out := map[string]int64{}
+	for _, v := range f.VCenters {
+		for m, n := range v.Methods() {
+			out[m] += n
+		}
+	}
+	return out
+}
+
+// writeRecord is one of the CCM's API writes.
+type writeRecord struct {
+	kind     string // "patch nodes/status"
+	node, ok bool
+}
+
+// auditWrites reads the API server's audit log from offset at and returns
+// the writes made by clients whose User-Agent starts with agent (the
+// binary's name: client-go's default).
+func auditWrites(e env, at int64, agent string) ([]writeRecord, int64, error) {
+	ws, next, err := e.cp.WritesFrom(at)
+	if err != nil {
+		return nil, at, err
+	}
+	var out []writeRecord
+	for _, w := range ws {
+		if !strings.HasPrefix(w.UserAgent, agent) {
+			continue
+		}
+		res := w.Resource
+		if w.Subresource != "" {
+			res += "/" + w.Subresource
+		}
+		out = append(out, writeRecord{kind: w.Verb + " " + res, node: w.Resource == "nodes", ok: w.Code >= 200 && w.Code < 300})
+	}
+	return out, next, nil
+}
+
+// registerReady registers every Node as its kubelet would, Ready.
+func registerReady(ctx context.Context, kube kubernetes.Interface, vms []vcsim.VM) error {
+	if err := registerAll(ctx, kube, vms); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	work := make(chan string)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				for range 5 { // conflicts with the CCM's writes
+					n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						break
+					}
+					setReady(n, v1.ConditionTrue)
+					if _, err = kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	for _, vm := range vms {
+		work <- vm.Name
+	}
+	close(work)
+	wg.Wait()
+	return nil
+}
+
+// nodeWatcher counts Node changes and times expected ones.
+type nodeWatcher struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	n       int                        // MODIFIED and DELETED events
+	addrs   map[string]map[string]bool // each Node's current addresses
+	gone    map[string]bool
+	pending []change
+	delays  map[string][]time.Duration
+}
+
+func watchNodes(ctx context.Context, kube kubernetes.Interface) (*nodeWatcher, error) {
+	list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &nodeWatcher{cancel: cancel, done: make(chan struct{}), addrs: map[string]map[string]bool{}, gone: map[string]bool{},
+		delays: map[string][]time.Duration{}}
+	for i := range list.Items {
+		w.see(&list.Items[i])
+	}
+	go func() {
+		defer close(w.done)
+		rv := list.ResourceVersion
+		for ctx.Err() == nil {
+			wi, err := kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			for ev := range wi.ResultChan() {
+				n, ok := ev.Object.(*v1.Node)
+				if !ok {
+					continue
+				}
+				rv = n.ResourceVersion
+				switch ev.Type {
+				case watch.Modified:
+					w.mu.Lock()
+					w.n++
+					w.mu.Unlock()
+					w.see(n)
+				case watch.Deleted:
+					w.mu.Lock()
+					w.n++
+					w.gone[n.Name] = true
+					w.mu.Unlock()
+					w.settle()
+				}
+			}
+			wi.Stop()
+		}
+	}()
+	return w, nil
+}
+
+func (w *nodeWatcher) see(n *v1.Node) {
+	set := map[string]bool{}
+	for _, a := range n.Status.Addresses {
+		set[a.Address] = true
+	}
+	w.mu.Lock()
+	w.addrs[n.Name] = set
+	w.mu.Unlock()
+	w.settle()
+}
+
+// expect adds a change to wait for.
+func (w *nodeWatcher) expect(c change) {
+	w.mu.Lock()
+	w.pending = append(w.pending, c)
+	w.mu.Unlock()
+	w.settle()
+}
+
+// settle records the delay of every pending change the Nodes now show.
+func (w *nodeWatcher) settle() {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = slices.DeleteFunc(w.pending, func(c change) bool {
+		shown := false
+		switch c.kind {
+		case "address":
+			shown = w.addrs[c.node][c.ip]
+		case "deleted":
+			shown = w.gone[c.node]
+		}
+		if shown {
+			w.delays[c.kind] = append(w.delays[c.kind], now.Sub(c.at))
+		}
+		return shown
+	})
+}
+
+func (w *nodeWatcher) pendingCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending)
+}
+
+func (w *nodeWatcher) changes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+// results are the delays by kind and the changes still pending.
+func (w *nodeWatcher) results() (map[string][]time.Duration, map[string]int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	unseen := map[string]int{}
+	for _, c := range w.pending {
+		unseen[c.kind]++
+	}
+	out := map[string][]time.Duration{}
+	for k, d := range w.delays {
+		out[k] = slices.Sorted(slices.Values(d))
+	}
+	return out, unseen
+}
+
+func (w *nodeWatcher) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// restore powers on what the churn left off and detaches its tags.
+func (c *churn) restore(ctx context.Context) error {
+	var errs []error
+	for _, vm := range c.off {
+		errs = append(errs, c.power(ctx, vm, true))
+	}
+	c.off = nil
+	for _, tg := range c.tagged {
+		errs = append(errs, tg.vc.Untag(ctx, "ops", "maintenance", tg.obj))
+	}
+	c.tagged = nil
+	return errors.Join(errs...)
+}
+
+func sumInt[V int | int64](m map[string]V) V {
+	var t V
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
