@@ -63,9 +63,9 @@ func defaultChurn(vms, nodes int) churnRates {
 // change is one change of a Node's truth whose arrival on the Node is
 // timed: a new address, or its VM destroyed (the Node deleted).
 type change struct {
-	kind string // "address", "deleted"
+	kind string // "address", "zone", "deleted"
 	node string
-	ip   string // kind "address": the new address
+	ip   string // the new address (kind "address") or zone ("zone")
 	at   time.Time
 }
 
@@ -84,6 +84,7 @@ type churn struct {
 	// clusters are each vCenter's clusters and their hosts.
 	clusters map[string][]placement
 	nextIP   int
+	prefix   string
 	minute   int
 	clones   int
 
@@ -101,7 +102,9 @@ type tagged struct {
 	obj types.ManagedObjectReference
 }
 
-func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes []vcsim.VM, rates churnRates, seed uint64) *churn {
+// newChurn makes a churn of nodes in fleet; the VMs it creates are named
+// after prefix.
+func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes []vcsim.VM, rates churnRates, seed uint64, prefix string) *churn {
 	isNode := map[string]bool{}
 	for _, vm := range nodes {
 		isNode[vm.Name] = true
@@ -113,7 +116,7 @@ func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes []vcsim.VM, r
 		}
 	}
 	return &churn{fleet: fleet, kube: kube, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rates: rates,
-		nodes: slices.Clone(nodes), others: others, done: map[string]int{}, clusters: placements(fleet)}
+		nodes: slices.Clone(nodes), others: others, done: map[string]int{}, clusters: placements(fleet), prefix: prefix}
 }
 
 // Nodes are the Node VMs still alive.
@@ -189,7 +192,7 @@ func (c *churn) step(ctx context.Context) error {
 		src := c.others[c.rng.IntN(len(c.others))]
 		v := c.fleet.VCenter(src.VCenter)
 		c.clones++
-		name := fmt.Sprintf("churn-%s-%d", src.VCenter, c.clones)
+		name := fmt.Sprintf("%s-%s-%d", c.prefix, src.VCenter, c.clones)
 		ref, err := v.Clone(ctx, src.Ref, name, "")
 		if err != nil {
 			return fmt.Errorf("clone %s: %w", src.Name, err)
@@ -226,6 +229,7 @@ func (c *churn) step(ctx context.Context) error {
 		}
 		if i < cross {
 			c.did("vMotion across zones", 1)
+			c.record(change{kind: "zone", node: vm.Name, ip: "zone-" + c.clusterName(v, host), at: time.Now()})
 		} else {
 			c.did("vMotion", 1)
 		}
@@ -394,9 +398,20 @@ func (c *churn) clusterOf(v *vcsim.VCenter, host types.ManagedObjectReference) t
 	return types.ManagedObjectReference{}
 }
 
+// clusterName is the name of the cluster host belongs to.
+func (c *churn) clusterName(v *vcsim.VCenter, host types.ManagedObjectReference) string {
+	for _, p := range c.clusters[v.Name] {
+		if slices.Contains(p.hosts, host) {
+			return p.name
+		}
+	}
+	return ""
+}
+
 // placement is a cluster, its datacenter and its hosts.
 type placement struct {
 	datacenter string
+	name       string
 	cluster    types.ManagedObjectReference
 	hosts      []types.ManagedObjectReference
 }
@@ -411,7 +426,7 @@ func placements(fleet *vcsim.Fleet) map[string][]placement {
 				continue
 			}
 			seen[vm.ClusterRef] = true
-			out[v.Name] = append(out[v.Name], placement{datacenter: vm.Datacenter, cluster: vm.ClusterRef, hosts: v.ClusterHosts(vm.ClusterRef)})
+			out[v.Name] = append(out[v.Name], placement{datacenter: vm.Datacenter, name: vm.Cluster, cluster: vm.ClusterRef, hosts: v.ClusterHosts(vm.ClusterRef)})
 		}
 	}
 	return out

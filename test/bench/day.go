@@ -32,8 +32,11 @@ type dayOptions struct {
 	// duration is how long each CCM lives through the churn once its
 	// Nodes are initialized; window the length of each measured round.
 	duration, window time.Duration
-	seed             uint64
-	latency          time.Duration
+	// settle is how long the last changes get to show on the Nodes once
+	// the churn ends (a status period and a little).
+	settle  time.Duration
+	seed    uint64
+	latency time.Duration
 	// reference is the reference CCM's binary: "" builds it (hack/refnode's
 	// module, the reference's newest source), "none" leaves it out.
 	reference string
@@ -136,7 +139,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 
 	alive := chosen
 	var runs []dayRun
-	for _, c := range ccms {
+	for i, c := range ccms {
 		fmt.Printf("\n-- %s: %d Nodes, then %v of churn in rounds of %v\n", c.name, len(alive), o.duration, o.window)
 		flags := map[string]string{
 			"--v": "1", "--concurrent-node-syncs": "8", "--kube-api-qps": "200", "--kube-api-burst": "400",
@@ -145,7 +148,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 			"--node-status-update-frequency": "5m", "--node-monitor-period": "5s",
 		}
 		maps.Copy(flags, c.flags)
-		ch := newChurn(fleet, e.kube, alive, rates, o.seed)
+		ch := newChurn(fleet, e.kube, alive, rates, o.seed, fmt.Sprintf("churn%d", i))
 		r, err := runDay(ctx, e, c.name, c.binary, c.config, flags, c.memLimit, ch, o, len(fleet.VCenters))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
@@ -219,11 +222,14 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 	r.init = quantile(times, 1)
 	fmt.Printf("%s: %d Nodes initialized in %v\n", name, len(nodes), r.init.Round(100*time.Millisecond))
 
-	_, auditAt, err := e.cp.WritesFrom(0)
+	// Counted from a quiet moment: the CCM has made no Node write for 5
+	// seconds (its last writes of the initialization done), so that no
+	// write is counted whose change the watcher's list already holds.
+	agent := filepath.Base(binary) + "/"
+	auditAt, err := quietNodes(ctx, e, agent, 5*time.Second, 2*time.Minute)
 	if err != nil {
 		return r, err
 	}
-	agent := filepath.Base(binary) + "/"
 	watcher, err := watchNodes(ctx, e.kube)
 	if err != nil {
 		return r, err
@@ -294,9 +300,10 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 		_, bench1 := ch.take()
 		w.nodeChanges = max(changes1-changes0-(bench1-bench0), 0)
 		changes0, bench0 = changes1, bench1
-		if w.length >= o.window/2 { // a last short round is not a round
-			r.windows = append(r.windows, w)
+		if w.length < o.window/2 { // a last short round is not a round
+			continue
 		}
+		r.windows = append(r.windows, w)
 		fmt.Printf("%s: round %d: CPU %.1f s, %d vSphere requests, %d API writes (%d Node writes, %d Node changes), RSS %.1f MB\n",
 			name, len(r.windows), w.cpu.Seconds(), sumInt(w.methods), sumInt(w.writes), w.nodeWrites, w.nodeChanges, r.rss[len(r.rss)-1])
 	}
@@ -304,7 +311,7 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 	r.goroutines[1] = p.Gauge("go_goroutines")
 	// The last changes get a status period (and a little) to show.
 	if binary != "" && !strings.HasPrefix(config, "--") {
-		deadline := time.Now().Add(6 * time.Minute)
+		deadline := time.Now().Add(o.settle)
 		for watcher.pendingCount() > 0 && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
@@ -362,6 +369,33 @@ func auditWrites(e env, at int64, agent string) ([]writeRecord, int64, error) {
 	return out, next, nil
 }
 
+// quietNodes waits until the CCM (its User-Agent starting with agent)
+// has written no Node for quiet, at most timeout, and returns the audit
+// log's offset.
+func quietNodes(ctx context.Context, e env, agent string, quiet, timeout time.Duration) (int64, error) {
+	_, at, err := e.cp.WritesFrom(0)
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(timeout)
+	since := time.Now()
+	for time.Since(since) < quiet && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		var ws []writeRecord
+		if ws, at, err = auditWrites(e, at, agent); err != nil {
+			return 0, err
+		}
+		if slices.ContainsFunc(ws, func(w writeRecord) bool { return w.node }) {
+			since = time.Now()
+		}
+	}
+	return at, nil
+}
+
 // registerReady registers every Node as its kubelet would, Ready.
 func registerReady(ctx context.Context, kube kubernetes.Interface, vms []vcsim.VM) error {
 	if err := registerAll(ctx, kube, vms); err != nil {
@@ -403,6 +437,7 @@ type nodeWatcher struct {
 	mu      sync.Mutex
 	n       int                        // MODIFIED and DELETED events
 	addrs   map[string]map[string]bool // each Node's current addresses
+	zones   map[string]string          // each Node's zone label
 	gone    map[string]bool
 	pending []change
 	delays  map[string][]time.Duration
@@ -414,7 +449,7 @@ func watchNodes(ctx context.Context, kube kubernetes.Interface) (*nodeWatcher, e
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &nodeWatcher{cancel: cancel, done: make(chan struct{}), addrs: map[string]map[string]bool{}, gone: map[string]bool{},
+	w := &nodeWatcher{cancel: cancel, done: make(chan struct{}), addrs: map[string]map[string]bool{}, gone: map[string]bool{}, zones: map[string]string{},
 		delays: map[string][]time.Duration{}}
 	for i := range list.Items {
 		w.see(&list.Items[i])
@@ -464,6 +499,7 @@ func (w *nodeWatcher) see(n *v1.Node) {
 	}
 	w.mu.Lock()
 	w.addrs[n.Name] = set
+	w.zones[n.Name] = n.Labels[v1.LabelTopologyZone]
 	w.mu.Unlock()
 	w.settle()
 }
@@ -486,6 +522,8 @@ func (w *nodeWatcher) settle() {
 		switch c.kind {
 		case "address":
 			shown = w.addrs[c.node][c.ip]
+		case "zone":
+			shown = w.zones[c.node] == c.ip
 		case "deleted":
 			shown = w.gone[c.node]
 		}

@@ -99,8 +99,9 @@ func printDay(runs []dayRun, vms int, o dayOptions, mode string) {
 		return perHour(r, func(w dayWindow) float64 { return float64(w.nodeWrites) }).format("%.0f")
 	})
 	row("  that changed nothing", func(r dayRun) string { return perHour(r, noOpWrites).format("%.0f") })
-	for _, k := range []string{"address", "deleted"} {
-		label := map[string]string{"address": "new guest address to Node, p50 / p99, s (n)", "deleted": "Node VM destroyed to Node deleted, p50 / p99, s"}[k]
+	for _, k := range []string{"address", "zone", "deleted"} {
+		label := map[string]string{"address": "new guest address to Node, p50 / p99, s (n)", "zone": "vMotion across zones to the zone label, p50 / p99, s",
+			"deleted": "Node VM destroyed to Node deleted, p50 / p99, s"}[k]
 		row(label, func(r dayRun) string {
 			if !r.measuresTrue {
 				return "n/a (fixed answers)"
