@@ -84,7 +84,7 @@ type churn struct {
 	// clusters are each vCenter's clusters and their hosts.
 	clusters map[string][]placement
 	nextIP   int
-	prefix   string
+	runNo    int // which run of the scenario: names and addresses differ by run
 	minute   int
 	clones   int
 
@@ -102,9 +102,9 @@ type tagged struct {
 	obj types.ManagedObjectReference
 }
 
-// newChurn makes a churn of nodes in fleet; the VMs it creates are named
-// after prefix.
-func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes []vcsim.VM, rates churnRates, seed uint64, prefix string) *churn {
+// newChurn makes a churn of nodes in fleet, for run (0, 1, ...: the VMs
+// it creates and the addresses it gives differ by run).
+func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes []vcsim.VM, rates churnRates, seed uint64, run int) *churn {
 	isNode := map[string]bool{}
 	for _, vm := range nodes {
 		isNode[vm.Name] = true
@@ -116,7 +116,7 @@ func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes []vcsim.VM, r
 		}
 	}
 	return &churn{fleet: fleet, kube: kube, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rates: rates,
-		nodes: slices.Clone(nodes), others: others, done: map[string]int{}, clusters: placements(fleet), prefix: prefix}
+		nodes: slices.Clone(nodes), others: others, done: map[string]int{}, clusters: placements(fleet), runNo: run}
 }
 
 // Nodes are the Node VMs still alive.
@@ -192,7 +192,7 @@ func (c *churn) step(ctx context.Context) error {
 		src := c.others[c.rng.IntN(len(c.others))]
 		v := c.fleet.VCenter(src.VCenter)
 		c.clones++
-		name := fmt.Sprintf("%s-%s-%d", c.prefix, src.VCenter, c.clones)
+		name := fmt.Sprintf("churn%d-%s-%d", c.runNo, src.VCenter, c.clones)
 		ref, err := v.Clone(ctx, src.Ref, name, "")
 		if err != nil {
 			return fmt.Errorf("clone %s: %w", src.Name, err)
@@ -329,7 +329,10 @@ func (c *churn) readdress(ctx context.Context, k int) error {
 		return fmt.Errorf("VM %s has no guest NIC", vm.Name)
 	}
 	c.nextIP++
-	ip := netip.AddrFrom4([4]byte{10, 250, byte(c.nextIP >> 8), byte(c.nextIP)}).String()
+	// 10.250-253.x.y: unique across the runs (run picks the block), so
+	// that no Node registered for a later run already shows it.
+	n := c.runNo<<14 + c.nextIP
+	ip := netip.AddrFrom4([4]byte{10, byte(250 + n>>16), byte(n >> 8), byte(n)}).String()
 	nics := slices.Clone(m.Guest.Net)
 	addrs := slices.Clone(nics[0].IpAddress)
 	if len(addrs) == 0 {

@@ -148,7 +148,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 			"--node-status-update-frequency": "5m", "--node-monitor-period": "5s",
 		}
 		maps.Copy(flags, c.flags)
-		ch := newChurn(fleet, e.kube, alive, rates, o.seed, fmt.Sprintf("churn%d", i))
+		ch := newChurn(fleet, e.kube, alive, rates, o.seed, i)
 		r, err := runDay(ctx, e, c.name, c.binary, c.config, flags, c.memLimit, ch, o, len(fleet.VCenters))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
