@@ -480,6 +480,9 @@ func (p *parser) value(t tag) (types.AnyType, bool) {
 	if bytes.IndexByte(typ, ':') >= 0 {
 		return nil, false
 	}
+	if !valueTypes[string(typ)] {
+		return nil, false
+	}
 	rt, known := p.d.types(string(typ))
 	if !known {
 		return nil, false
@@ -502,6 +505,20 @@ func (p *parser) value(t tag) (types.AnyType, bool) {
 		return v.Interface(), true
 	}
 	return nil, false
+}
+
+// valueTypes are the vSphere types of the values the inventory reads,
+// beside the XML Schema ones and references: the fast path is limited to
+// them, and declines any other. The enums of runtime.powerState and
+// runtime.connectionState; guest.net (its GuestNicInfo items and what they
+// hold: NetIpConfigInfo and its addresses, read as fields); a keyed
+// config.extraConfig entry; the CustomFieldsManager's field definitions.
+var valueTypes = map[string]bool{
+	"VirtualMachinePowerState":      true,
+	"VirtualMachineConnectionState": true,
+	"ArrayOfGuestNicInfo":           true,
+	"OptionValue":                   true,
+	"ArrayOfCustomFieldDef":         true,
 }
 
 // intBits returns the bits of the basic integer type name, or 0.

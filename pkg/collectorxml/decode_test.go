@@ -288,6 +288,8 @@ func TestDecodeDeclinesDetails(t *testing.T) {
 		{"a type and another attribute", "<GuestNicInfo><network>k8s-nodes", `<GuestNicInfo xsi:type="GuestNicInfo" x="y"><network>k8s-nodes`},
 		{"a type with an undeclared prefix", "<GuestNicInfo><network>k8s-nodes", `<GuestNicInfo q:type="GuestNicInfo"><network>k8s-nodes`},
 		{"a type on a leaf", "<network>k8s-nodes</network>", `<network xsi:type="xsd:string">k8s-nodes</network>`},
+		// The fast path reads only the value types the inventory asks for (valueTypes).
+		{"an enum the inventory does not read", `xsi:type="VirtualMachinePowerState"`, `xsi:type="VirtualMachineFaultToleranceState"`},
 		{"integer with a plus", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId>+4000</deviceConfigId>"},
 		{"integer with space", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId> 4000</deviceConfigId>"},
 		{"empty integer", "<deviceConfigId>4000</deviceConfigId>", "<deviceConfigId></deviceConfigId>"},

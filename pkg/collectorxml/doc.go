@@ -9,8 +9,11 @@
 // simulator write (a UTF-8 declaration, namespace declarations on the
 // envelope or on a value, the five predefined entities, character
 // references) and the values the inventory reads: strings, booleans,
-// signed integers, enums, references, and data objects of such fields
-// (guest.net's GuestNicInfo, extraConfig's OptionValue: complex.go). It
+// signed integers, references, and of the vSphere types only those of
+// the values the inventory asks for (valueTypes: the power and connection
+// state enums, guest.net's ArrayOfGuestNicInfo, a keyed extraConfig
+// entry's OptionValue, the custom field definitions), data objects read
+// field by field (complex.go). It
 // declines everything else, a fault, a missing set, a field of another
 // kind, a comment, CDATA, for govmomi's decoder to read from the same
 // bytes, and returns nothing then. What it accepts it decodes exactly as
