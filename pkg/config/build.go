@@ -612,7 +612,8 @@ func (b *builder) buildIdentity(id *rawIdentity) Identity {
 	}
 	out := Identity{ApproveClientCertificates: deref(id.ApproveClientCertificates),
 		KeyFingerprintKey: orDefault(id.KeyFingerprintKey, DefaultKeyFingerprintKey),
-		KeyPublishTimeout: orDefault(id.KeyPublishTimeout, DefaultKeyPublishTimeout)}
+		KeyPublishTimeout: orDefault(id.KeyPublishTimeout, DefaultKeyPublishTimeout),
+		NodeNameKey:       strings.TrimSpace(deref(id.NodeNameKey))}
 	if out.KeyPublishTimeout < 0 {
 		b.errorf("nodes.identity.keyPublishTimeout", "is negative; write a duration like 5m (0: deny at once a request whose key no VM publishes)")
 	}
@@ -622,6 +623,14 @@ func (b *builder) buildIdentity(id *rawIdentity) Identity {
 		b.errorf("nodes.identity.keyFingerprintKey", "%q is not a guestinfo.* key: the guest publishes its key's fingerprint with vmware-rpctool \"info-set guestinfo.<name> <fingerprint>\", and can write no other key", k)
 	case strings.ContainsAny(k, " \t\"[]"):
 		b.errorf("nodes.identity.keyFingerprintKey", "%q holds a space, a quote or a bracket: write a key like guestinfo.vsphere-ccm.kubelet-client-key", k)
+	}
+	switch n := out.NodeNameKey; {
+	case id.NodeNameKey != nil && n == "":
+		b.errorf("nodes.identity.nodeNameKey", "is empty: name the extraConfig key your provisioner sets to the Node name (for example k8s.node-name), or remove the key to bind Nodes by VM name")
+	case strings.HasPrefix(strings.ToLower(n), "guestinfo."):
+		b.errorf("nodes.identity.nodeNameKey", "%q is a guestinfo.* key, which the guest itself can write: a Node name bound by the guest's word binds nothing; use a key only the provisioner sets (not guestinfo.*), or remove the key to bind Nodes by VM name", n)
+	case strings.ContainsAny(n, " \t\"[]"):
+		b.errorf("nodes.identity.nodeNameKey", "%q holds a space, a quote or a bracket: write a key like k8s.node-name", n)
 	}
 	return out
 }

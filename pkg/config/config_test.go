@@ -465,3 +465,42 @@ func TestMappedPrefixes(t *testing.T) {
 		t.Errorf("no warning: %v", warnings)
 	}
 }
+
+// TestNodeNameKey: nodes.identity.nodeNameKey is read, kept through a
+// round trip, and refused empty or guest-writable (bad-identity.yaml).
+func TestNodeNameKey(t *testing.T) {
+	base := "vcenter:\n  a:\n    server: a.example.com\n    user: u\n    password: p\n    insecureFlag: true\nnodes:\n  identity:\n    approveClientCertificates: true\n"
+	for _, tc := range []struct{ line, want, err string }{
+		{"", "", ""},
+		{"    nodeNameKey: k8s.node-name\n", "k8s.node-name", ""},
+		{"    nodeNameKey: \"\"\n", "", "nodes.identity.nodeNameKey: is empty"},
+		{"    nodeNameKey: GuestInfo.node\n", "", "is a guestinfo.* key, which the guest itself can write"},
+		{"    nodeNameKey: k8s node\n", "", "holds a space, a quote or a bracket"},
+	} {
+		cfg, _, err := Parse("v.yaml", []byte(base+tc.line), Options{})
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, want an error with %q", tc.line, err, tc.err)
+			}
+			continue
+		case err != nil:
+			t.Errorf("%q: %v", tc.line, err)
+			continue
+		}
+		if got := cfg.Nodes.Identity.NodeNameKey; got != tc.want {
+			t.Errorf("%q: nodeNameKey %q, want %q", tc.line, got, tc.want)
+		}
+		out, _, _, err := Encode(cfg, EncodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _, err := Parse("again.yaml", out, Options{})
+		if err != nil {
+			t.Fatalf("%q: the encoded config does not parse: %v\n%s", tc.line, err, out)
+		}
+		if again.Nodes.Identity != cfg.Nodes.Identity {
+			t.Errorf("%q: round trip %+v, want %+v", tc.line, again.Nodes.Identity, cfg.Nodes.Identity)
+		}
+	}
+}

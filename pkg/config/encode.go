@@ -75,6 +75,7 @@ type yamlIdentity struct {
 	ApproveClientCertificates bool   `json:"approveClientCertificates"`
 	KeyFingerprintKey         string `json:"keyFingerprintKey,omitempty"`
 	KeyPublishTimeout         string `json:"keyPublishTimeout,omitempty"`
+	NodeNameKey               string `json:"nodeNameKey,omitempty"`
 }
 
 type yamlOutOfService struct {
@@ -160,7 +161,7 @@ func Encode(cfg *Config, opts EncodeOptions) (out []byte, moved []InlineCredenti
 		f.Nodes.ServingCertificates = &sc
 	}
 	if id := cfg.Nodes.Identity; id != (Identity{KeyFingerprintKey: DefaultKeyFingerprintKey, KeyPublishTimeout: DefaultKeyPublishTimeout}) {
-		y := &yamlIdentity{ApproveClientCertificates: id.ApproveClientCertificates}
+		y := &yamlIdentity{ApproveClientCertificates: id.ApproveClientCertificates, NodeNameKey: id.NodeNameKey}
 		if id.KeyFingerprintKey != DefaultKeyFingerprintKey {
 			y.KeyFingerprintKey = id.KeyFingerprintKey
 		}

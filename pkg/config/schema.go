@@ -151,6 +151,7 @@ type rawIdentity struct {
 	ApproveClientCertificates *bool          `yaml:"approveClientCertificates" ini:"-"`
 	KeyFingerprintKey         *string        `yaml:"keyFingerprintKey" ini:"-"`
 	KeyPublishTimeout         *time.Duration `yaml:"keyPublishTimeout" ini:"-"`
+	NodeNameKey               *string        `yaml:"nodeNameKey" ini:"-"`
 }
 
 type rawServingCertificates struct {

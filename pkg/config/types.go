@@ -398,6 +398,11 @@ type Identity struct {
 	// yet waits before it is denied (default 5m): the guest publishes it
 	// before the kubelet starts, and the inventory sees it within seconds.
 	KeyPublishTimeout time.Duration `json:"keyPublishTimeout"`
+	// NodeNameKey, if set, is the extraConfig key whose value, as vCenter
+	// holds it, is the Node name a VM may be: set by the provisioner
+	// (Cluster API, Terraform), never by the guest, so it must not be a
+	// guestinfo.* key. Unset, a VM may be the Node named like the VM.
+	NodeNameKey string `json:"nodeNameKey,omitempty"`
 }
 
 // DefaultKeyPublishTimeout is the default of Identity.KeyPublishTimeout.
