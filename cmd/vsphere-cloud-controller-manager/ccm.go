@@ -190,7 +190,7 @@ func clientCSRController(m *clientcsr.Metrics) app.ControllerInitFuncConstructor
 				}
 				c, err := clientcsr.New(cc.ClientBuilder.ClientOrDie(ic.ClientName),
 					cc.SharedInformers.Certificates().V1().CertificateSigningRequests(), cc.SharedInformers.Core().V1().Nodes(),
-					p, clientcsr.Options{Metrics: m, Changed: p.Changed, Grace: grace})
+					p, clientcsr.Options{Metrics: m, Changed: p.Changed, Grace: grace, NodeNameKey: p.Config().Nodes.Identity.NodeNameKey})
 				if err != nil {
 					return nil, false, err
 				}

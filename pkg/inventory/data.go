@@ -260,6 +260,12 @@ func (d *data) applyIdentity(res *applied, updates []types.ObjectUpdate, o specO
 					id.kubeletKey = key
 					continue
 				}
+				if o.nodeName != "" && c.Name == o.nodeName {
+					name := strings.TrimSpace(optionString(c.Val))
+					changed = changed || name != id.nodeName
+					id.nodeName = name
+					continue
+				}
 				applyIdent(id, c)
 			}
 			// Who reports an address changed: a request waiting for it

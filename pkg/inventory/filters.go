@@ -44,6 +44,9 @@ type specOptions struct {
 	// kubeletKey is the property path of the kubelet key fingerprint
 	// followed for every VM (keyProperty), "" when not.
 	kubeletKey string
+	// nodeName is the property path of the provisioner's Node name key
+	// followed for every VM, "" when not.
+	nodeName string
 }
 
 // keyProperty is the property path of extraConfig key k, "" for none.
@@ -120,6 +123,9 @@ func vmIdentityProperties(o specOptions) []string {
 	}
 	if o.kubeletKey != "" {
 		props = append(slices.Clip(props), o.kubeletKey)
+	}
+	if o.nodeName != "" {
+		props = append(slices.Clip(props), o.nodeName)
 	}
 	if o.allDetails {
 		return props

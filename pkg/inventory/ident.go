@@ -24,6 +24,9 @@ type ident struct {
 	// kubeletKey is the kubelet key fingerprint the guest publishes
 	// (Options.KubeletKeyProperty), "" when none.
 	kubeletKey string
+	// nodeName is the Node name the provisioner set in the VM's
+	// extraConfig (Options.NodeNameProperty), "" when none.
+	nodeName string
 	// lost: runtime.connectionState is inaccessible, orphaned or invalid,
 	// so the identity vCenter reports may not be the VM's.
 	lost bool

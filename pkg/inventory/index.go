@@ -50,6 +50,7 @@ type Index struct {
 	hostnames     bool          // follow every VM's guest host name
 	guestIPs      bool          // follow every VM's guest addresses
 	keyProp       string        // the kubelet key fingerprint's property, followed for every VM ("" none)
+	nameProp      string        // the provisioner's Node name property, followed for every VM ("" none)
 	attributes    bool          // follow the details' custom attribute values
 	eagerMax      int           // keep every VM's details when the vCenter has at most this many
 	followEvery   time.Duration // see Options.FollowInterval
@@ -104,8 +105,8 @@ func NewIndex(c Client, opts Options) *Index {
 	ix := &Index{client: c, log: klog.Background(), clock: clk, staleAfter: opts.StaleAfter,
 		searchTimeout: searchTimeout, pageTimeout: pageTimeout, allDetails: opts.AllDetails, eagerMax: opts.EagerDetailsMax, followEvery: opts.FollowInterval,
 		clusterGroups: opts.ClusterGroups, hostnames: opts.GuestHostnames, guestIPs: opts.GuestIPs, attributes: opts.CustomAttributes,
-		keyProp: keyProperty(opts.KubeletKeyProperty),
-		store:   newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
+		keyProp: keyProperty(opts.KubeletKeyProperty), nameProp: keyProperty(opts.NodeNameProperty),
+		store: newStore(), status: &syncStatus{clock: clk}, interest: newInterest(opts.AllDetails)}
 	delayed, ok := clk.(clock.WithDelayedExecution)
 	window := opts.PrefetchInterval
 	if !ok {
@@ -118,7 +119,7 @@ func NewIndex(c Client, opts Options) *Index {
 // specOptions says what the index's collectors and direct reads read.
 func (ix *Index) specOptions() specOptions {
 	return specOptions{allDetails: ix.allDetails, hostnames: ix.hostnames, guestIPs: ix.guestIPs, clusterGroups: ix.clusterGroups, customAttributes: ix.attributes,
-		kubeletKey: ix.keyProp}
+		kubeletKey: ix.keyProp, nodeName: ix.nameProp}
 }
 
 // VCenter is the name of the vCenter.

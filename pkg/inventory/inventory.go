@@ -46,6 +46,10 @@ type Options struct {
 	// it is followed for every VM, for KeyOwners. Tens of bytes per VM
 	// that publishes one; nothing for the others.
 	KubeletKeyProperty string
+	// NodeNameProperty, if set, is the extraConfig key (set by the
+	// provisioner, not a guestinfo.* key) whose value is the Node name a VM
+	// may be: followed for every VM, for KeyOwner.NodeName and BoundName.
+	NodeNameProperty string
 	// CustomAttributes reads the custom attribute values of the VMs whose
 	// details are kept, and the attributes' definitions (VM.Attributes).
 	CustomAttributes bool

@@ -15,6 +15,10 @@ type KeyOwner struct {
 	Name     string
 	UUID     string // BIOS UUID, lower case
 	Template bool
+	// NodeName is the Node name the provisioner set in the VM's
+	// extraConfig (Options.NodeNameProperty); "" when none, or when the
+	// key is not followed.
+	NodeName string
 }
 
 // String names the VM for humans: vCenter/name (moref).
@@ -40,7 +44,7 @@ func (inv *Inventory) KeyOwners(fingerprint string) ([]KeyOwner, error) {
 		ix.store.read(func(d *data) {
 			for _, id := range d.vms {
 				if id.kubeletKey != "" && strings.EqualFold(id.kubeletKey, fingerprint) {
-					out = append(out, KeyOwner{VCenter: ix.VCenter(), Name: id.name, UUID: uuidString(id.uuid), Template: id.template,
+					out = append(out, KeyOwner{VCenter: ix.VCenter(), Name: id.name, UUID: uuidString(id.uuid), Template: id.template, NodeName: id.nodeName,
 						Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref}})
 				}
 			}
@@ -59,4 +63,23 @@ func uuidString(k uuidKey) string {
 		return ""
 	}
 	return k.String()
+}
+
+// BoundName is the Node name the provisioner set in the extraConfig of VM
+// ref of vCenter vc (Options.NodeNameProperty), from the index alone; ""
+// when the VM has none. false: the key is not followed there, or the
+// index does not hold the VM (it cannot tell).
+func (inv *Inventory) BoundName(vc string, ref types.ManagedObjectReference) (string, bool) {
+	ix := inv.Index(vc)
+	if ix == nil || ix.nameProp == "" {
+		return "", false
+	}
+	var name string
+	var found bool
+	ix.store.read(func(d *data) {
+		if id, ok := d.vms[ref.Value]; ok {
+			name, found = id.nodeName, true
+		}
+	})
+	return name, found
 }

@@ -17,22 +17,42 @@ import (
 type IdentityMismatchError struct {
 	Node string
 	VM   inventory.VM
+	// Key is nodes.identity.nodeNameKey ("" binds by VM name), Bound the
+	// Node name the VM's extraConfig holds there ("" none).
+	Key, Bound string
 }
 
 func (e *IdentityMismatchError) Error() string {
+	if e.Key != "" {
+		return fmt.Sprintf("node %s reports the machine of VM %s, whose extraConfig %s names Node %q: with nodes.identity a Node is initialized only as the VM its provisioner bound to that name (its kubelet's certificate was bound to that VM); the Node is not initialized",
+			e.Node, e.VM.Location(), e.Key, e.Bound)
+	}
 	return fmt.Sprintf("node %s reports the machine of VM %s, whose name in vCenter is %q: with nodes.identity a Node is initialized only as the VM vCenter names like it (its kubelet's certificate was bound to that VM); the Node is not initialized. If the VM was renamed, rename it back or register the Node under the VM's name",
 		e.Node, e.VM.Location(), e.VM.Name)
 }
 
-// checkIdentity refuses to initialize node as vm unless vCenter names vm
-// like node (nodes.identity). Initialized Nodes (a providerID) are
-// answered as they are.
+// checkIdentity refuses to initialize node as vm unless vCenter binds vm
+// to node's name (nodes.identity): the VM's name, or with nodeNameKey the
+// Node name its provisioner set in its extraConfig. Initialized Nodes (a
+// providerID) are answered as they are.
 func (p *Provider) checkIdentity(node *v1.Node, vm inventory.VM) error {
-	if !p.cfg.Nodes.Identity.ApproveClientCertificates || node.Spec.ProviderID != "" || strings.EqualFold(vm.Name, node.Name) {
+	id := p.cfg.Nodes.Identity
+	if !id.ApproveClientCertificates || node.Spec.ProviderID != "" {
+		return nil
+	}
+	bound := vm.Name
+	if id.NodeNameKey != "" {
+		name, known := p.inv.BoundName(vm.VCenter, vm.Ref)
+		if !known {
+			return fmt.Errorf("node %s: whether VM %s is bound to it (extraConfig %s) cannot be told yet: its vCenter's inventory does not hold the VM; the framework retries", node.Name, vm.Location(), id.NodeNameKey)
+		}
+		bound = name
+	}
+	if bound != "" && strings.EqualFold(bound, node.Name) {
 		return nil
 	}
 	p.opts.Metrics.identityMismatch()
-	return &IdentityMismatchError{Node: node.Name, VM: vm}
+	return &IdentityMismatchError{Node: node.Name, VM: vm, Key: id.NodeNameKey, Bound: bound}
 }
 
 // KeyOwners lists every VM, in every vCenter, whose guest publishes

@@ -194,6 +194,12 @@ func (p *Provider) start(ctx context.Context, kube kubernetes.Interface) error {
 			}
 			return ""
 		}(),
+		NodeNameProperty: func() string {
+			if p.cfg.Nodes.Identity.ApproveClientCertificates {
+				return p.cfg.Nodes.Identity.NodeNameKey
+			}
+			return ""
+		}(),
 		ClusterGroups: len(p.cfg.HostGroupZones) > 0 || slices.Contains(p.cfg.Labels.Placement, config.PlacementHostGroup),
 		CustomAttributes: p.cfg.Labels.InstanceTypeAttribute != "" ||
 			slices.ContainsFunc(p.cfg.Labels.Additional, func(a config.AdditionalLabel) bool { return a.Attribute != "" }), SearchTimeout: min(p.cfg.Global.RequestTimeout, 10*time.Second),

@@ -210,3 +210,79 @@ func TestKubeletIdentity(t *testing.T) {
 		t.Errorf("vsphere_ccm_node_identity_mismatches_total %v", v)
 	}
 }
+
+// TestKubeletIdentityByNameKey: with nodes.identity.nodeNameKey the Node
+// name a VM may be is what its provisioner set in that extraConfig key,
+// not the VM's name: a VM named otherwise is approved for the Node its key
+// names, and initialized as it; a VM asking for its own VM name against
+// its key, and one whose provisioner set no name, are denied; a Node
+// reporting a VM bound to another name is not initialized.
+func TestKubeletIdentityByNameKey(t *testing.T) {
+	t.Parallel()
+	const nameKey = "k8s.node-name"
+	h := setup(t)
+	h.configTail = "nodes:\n  identity:\n    approveClientCertificates: true\n    keyPublishTimeout: 5s\n    nodeNameKey: " + nameKey + "\n"
+	h.writeConfig(nil)
+	for _, u := range h.manifests("node-identity") {
+		_, err := h.resources(t)(u).Create(h.ctx, u, metav1.CreateOptions{})
+		must.OK(t, err)
+	}
+	h.startSigner(t)
+	boot := h.bootstrap(t)
+	h.startCCM()
+	vms := h.fleet.VMs()
+	bind := func(vm vcsim.VM, node string) {
+		t.Helper()
+		must.OK(t, h.fleet.VCenter(vm.VCenter).PublishGuestInfo(h.ctx, vm.Ref, nameKey, node))
+	}
+
+	// The provisioner named vms[0]'s Node "worker-a"; its VM name is not.
+	bind(vms[0], "worker-a")
+	key, fp := kubeletKey(t)
+	h.publish(t, vms[0], fp)
+	name := requestClientCert(t, h.ctx, boot, key, "worker-a")
+	cond, _ := h.clientVerdict(t, name)
+	if cond.Type != certificatesv1.CertificateApproved || cond.Reason != clientcsr.ReasonBound || !strings.Contains(cond.Message, nameKey) {
+		t.Fatalf("the bound name's request: %s %s: %s", cond.Type, cond.Reason, cond.Message)
+	}
+	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, "worker-a", strings.ToUpper(vms[0].UUID)))
+	asNode := vms[0]
+	asNode.Name = "worker-a"
+	h.waitInitialized(t, asNode)
+
+	for _, tc := range []struct {
+		name   string
+		setup  func() (*ecdsa.PrivateKey, string)
+		reason string
+	}{
+		{"the VM's own name against its key", func() (*ecdsa.PrivateKey, string) {
+			bind(vms[1], "worker-b")
+			k, f := kubeletKey(t)
+			h.publish(t, vms[1], f)
+			return k, vms[1].Name
+		}, clientcsr.ReasonNameMismatch},
+		{"no Node name set", func() (*ecdsa.PrivateKey, string) {
+			k, f := kubeletKey(t)
+			h.publish(t, vms[2], f)
+			return k, vms[2].Name
+		}, clientcsr.ReasonNoNodeName},
+	} {
+		k, node := tc.setup()
+		name := requestClientCert(t, h.ctx, boot, k, node)
+		cond, cert := h.clientVerdict(t, name)
+		if cond.Type != certificatesv1.CertificateDenied || cond.Reason != tc.reason || len(cert) != 0 {
+			t.Errorf("%s: %s %s (%s), want denied %s", tc.name, cond.Type, cond.Reason, cond.Message, tc.reason)
+		}
+	}
+
+	// A Node named like vms[3] reporting it, though its key names another.
+	bind(vms[3], "worker-d")
+	impostor := vms[3].Name
+	must.OK(t, controlplane.RegisterNode(h.ctx, h.kube, impostor, strings.ToUpper(vms[3].UUID)))
+	h.waitEvent(t, impostor, "NodeIdentityMismatch", nameKey)
+	n, err := h.node(impostor)
+	must.OK(t, err)
+	if n.Spec.ProviderID != "" {
+		t.Errorf("Node %s initialized as %s", impostor, n.Spec.ProviderID)
+	}
+}

@@ -51,6 +51,9 @@ type Options struct {
 	// Grace: see DefaultGrace (0: DefaultGrace; negative: none, a key no
 	// VM publishes is denied at once).
 	Grace time.Duration
+	// NodeNameKey binds Node names by this extraConfig key of the VM
+	// (nodes.identity.nodeNameKey) instead of the VM's name.
+	NodeNameKey string
 	// RetryMin and RetryMax bound the back-off of a pending request
 	// (default 1s and 30s); an inventory change retries every pending
 	// request at once.
@@ -194,7 +197,7 @@ func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		v = Decide(req, csr.CreationTimestamp.Time, c.opts.Clock.Now(), c.opts.Grace, c.facts, nodes)
+		v = Decide(req, csr.CreationTimestamp.Time, c.opts.Clock.Now(), c.opts.Grace, c.opts.NodeNameKey, c.facts, nodes)
 	}
 	log := klog.FromContext(ctx).WithValues("csr", name, "node", req.Node, "requester", csr.Spec.Username)
 	if v.Decision == Pending {

@@ -29,6 +29,7 @@ const (
 	ReasonNoVM           = "NoVMPublishesKey"     // no VM publishes the key's fingerprint
 	ReasonSeveralVMs     = "SeveralVMsPublishKey" // more than one VM does
 	ReasonNameMismatch   = "NodeNameNotVMName"    // the VM publishing it is named otherwise
+	ReasonNoNodeName     = "VMHasNoNodeName"      // nodeNameKey: the provisioner set no Node name on the VM
 	ReasonTemplate       = "VMIsTemplate"         // a template publishes it
 	ReasonBoundElsewhere = "VMBoundToAnotherNode" // another Node is that VM
 	ReasonNodeIsOtherVM  = "NodeIsAnotherVM"      // the Node exists, as another VM
@@ -59,8 +60,10 @@ type NodeLister interface {
 // Decide tells what becomes of req, made at created; now and grace say
 // how long a key nobody publishes yet is waited for (the guest publishes
 // it before the kubelet starts, and the inventory sees it within a long
-// poll).
-func Decide(req Request, created, now time.Time, grace time.Duration, facts Facts, nodes []*v1.Node) Verdict {
+// poll). nameKey is the extraConfig key whose value, set by the
+// provisioner, is the Node name a VM may be (KeyOwner.NodeName); "": the
+// VM's name.
+func Decide(req Request, created, now time.Time, grace time.Duration, nameKey string, facts Facts, nodes []*v1.Node) Verdict {
 	owners, err := facts.KeyOwners(req.Fingerprint)
 	var incomplete *inventory.IncompleteError
 	if err != nil && !errors.As(err, &incomplete) {
@@ -81,12 +84,19 @@ func Decide(req Request, created, now time.Time, grace time.Duration, facts Fact
 			Message: fmt.Sprintf("no VM in the configured vCenters and datacenters publishes the fingerprint %s of this request's key: a bootstrap token alone makes its holder no Node", req.Fingerprint)}
 	}
 	vm := owners[0]
+	bound, by := vm.Name, "vCenter names it"
+	if nameKey != "" {
+		bound, by = vm.NodeName, "its extraConfig "+nameKey+" says"
+	}
 	switch {
 	case vm.Template:
 		return Verdict{Decision: Deny, Reason: ReasonTemplate, Message: fmt.Sprintf("VM %s, which publishes the key, is a template", vm)}
-	case !strings.EqualFold(vm.Name, req.Node):
+	case bound == "":
+		return Verdict{Decision: Deny, Reason: ReasonNoNodeName,
+			Message: fmt.Sprintf("VM %s publishes the key, and asks for Node %q: its provisioner set no Node name in its extraConfig %s", vm, req.Node, nameKey)}
+	case !strings.EqualFold(bound, req.Node):
 		return Verdict{Decision: Deny, Reason: ReasonNameMismatch,
-			Message: fmt.Sprintf("VM %s publishes the key, and asks for Node %q: vCenter names it %q", vm, req.Node, vm.Name)}
+			Message: fmt.Sprintf("VM %s publishes the key, and asks for Node %q: %s %q", vm, req.Node, by, bound)}
 	}
 	for _, n := range nodes {
 		uuid := nodeUUID(n)
@@ -98,7 +108,7 @@ func Decide(req Request, created, now time.Time, grace time.Duration, facts Fact
 		}
 	}
 	return Verdict{Decision: Approve, Reason: ReasonBound, VM: vm,
-		Message: fmt.Sprintf("bound by vCenter: VM %s (BIOS UUID %s) publishes the key's fingerprint and is named %q", vm, vm.UUID, vm.Name)}
+		Message: fmt.Sprintf("bound by vCenter: VM %s (BIOS UUID %s) publishes the key's fingerprint, and %s %q", vm, vm.UUID, by, bound)}
 }
 
 // nodeUUID is the BIOS UUID of a Node's vSphere providerID, "" for none.

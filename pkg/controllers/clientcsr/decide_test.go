@@ -43,6 +43,7 @@ func TestDecide(t *testing.T) {
 		facts    fakeFacts
 		nodes    []*v1.Node
 		after    time.Duration
+		nameKey  string // nodes.identity.nodeNameKey
 		decision Decision
 		reason   string
 	}{
@@ -59,10 +60,14 @@ func TestDecide(t *testing.T) {
 		{name: "a template", facts: fakeFacts{owners: []inventory.KeyOwner{func() inventory.KeyOwner { o := owner("worker-1", u1); o.Template = true; return o }()}}, decision: Deny, reason: ReasonTemplate},
 		{name: "the VM is another Node", facts: fakeFacts{owners: []inventory.KeyOwner{owner("worker-1", u1)}}, nodes: []*v1.Node{node("worker-9", u1)}, decision: Deny, reason: ReasonBoundElsewhere},
 		{name: "the Node is another VM", facts: fakeFacts{owners: []inventory.KeyOwner{owner("worker-1", u1)}}, nodes: []*v1.Node{node("worker-1", u2)}, decision: Deny, reason: ReasonNodeIsOtherVM},
+		// Bound by a provisioner-set extraConfig key instead of the VM name.
+		{name: "bound by the name key", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{named(owner("vm-0042", u1), "worker-1")}}, decision: Approve, reason: ReasonBound},
+		{name: "by the name key, the VM's name does not bind", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{named(owner("worker-1", u1), "worker-7")}}, decision: Deny, reason: ReasonNameMismatch},
+		{name: "by the name key, none set", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{owner("worker-1", u1)}}, decision: Deny, reason: ReasonNoNodeName},
 		{name: "the Node exists, not initialized", facts: fakeFacts{owners: []inventory.KeyOwner{owner("worker-1", u1)}}, nodes: []*v1.Node{node("worker-1", "")}, decision: Approve, reason: ReasonBound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := Decide(req, created, created.Add(tc.after), DefaultGrace, tc.facts, tc.nodes)
+			v := Decide(req, created, created.Add(tc.after), DefaultGrace, tc.nameKey, tc.facts, tc.nodes)
 			if v.Decision != tc.decision || v.Reason != tc.reason {
 				t.Fatalf("%s %s (%s); want %s %s", v.Decision, v.Reason, v.Message, tc.decision, tc.reason)
 			}
@@ -71,4 +76,10 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// named is o with the Node name its provisioner set (nodeNameKey).
+func named(o inventory.KeyOwner, node string) inventory.KeyOwner {
+	o.NodeName = node
+	return o
 }

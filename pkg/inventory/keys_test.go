@@ -1,0 +1,62 @@
+package inventory_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
+)
+
+// TestNodeNameFollowed: the kubelet key fingerprint a guest publishes and
+// the Node name a provisioner sets in a VM's extraConfig are followed for
+// every VM (KeyOwners, BoundName), changes included; a VM without a name
+// has none; an inventory that does not follow the key cannot tell.
+func TestNodeNameFollowed(t *testing.T) {
+	const keyKey, nameKey = "guestinfo.vsphere-ccm.kubelet-client-key", "k8s.node-name"
+	e := connect(t, "", nil, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 3})
+	client, err := e.pool.Client("vc-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(opts inventory.Options) *inventory.Inventory {
+		opts.MaxWait = time.Second
+		inv := inventory.New([]inventory.Client{client}, opts)
+		ctx, stop := context.WithCancel(e.ctx)
+		inv.Start(ctx)
+		t.Cleanup(func() { stop(); inv.Wait() })
+		if err := inv.WaitForSync(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	inv := start(inventory.Options{KubeletKeyProperty: keyKey, NodeNameProperty: nameKey})
+	vc := e.fleet.VCenter("vc-a")
+	bound, other := vc.VMs[0], vc.VMs[1]
+	for _, kv := range [][2]string{{keyKey, "ab12"}, {nameKey, "worker-a"}} {
+		if err := vc.PublishGuestInfo(e.ctx, bound.Ref, kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.True(t, "the owner of the key with its Node name", func() bool {
+		owners, err := inv.KeyOwners("AB12")
+		return err == nil && len(owners) == 1 && owners[0].Ref == bound.Ref && owners[0].NodeName == "worker-a"
+	})
+	if name, ok := inv.BoundName("vc-a", bound.Ref); !ok || name != "worker-a" {
+		t.Errorf("BoundName = %q, %v; want worker-a", name, ok)
+	}
+	if name, ok := inv.BoundName("vc-a", other.Ref); !ok || name != "" {
+		t.Errorf("BoundName of a VM without the key = %q, %v; want \"\", true", name, ok)
+	}
+	if err := vc.PublishGuestInfo(e.ctx, bound.Ref, nameKey, "worker-b"); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "the new Node name", func() bool { name, _ := inv.BoundName("vc-a", bound.Ref); return name == "worker-b" })
+
+	plain := start(inventory.Options{})
+	if name, ok := plain.BoundName("vc-a", bound.Ref); ok {
+		t.Errorf("an inventory that does not follow the key told %q", name)
+	}
+}
