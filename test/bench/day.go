@@ -214,10 +214,16 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 	nodes := ch.Nodes()
 	r.nodes = len(nodes)
 	start := time.Now()
-	go func() { _ = registerReady(ctx, e.kube, nodes) }()
+	registered := make(chan error, 1)
+	go func() { registered <- registerReady(ctx, e.kube, nodes) }()
 	times, err := watchInitTimes(ctx, e.kube, nodes, start, 60*time.Minute)
 	if err != nil {
 		return r, fmt.Errorf("%w\n%s", err, tail(p.LogText(), 3000))
+	}
+	// The kubelets' Ready writes end before anything is counted: they
+	// are Node changes this process made.
+	if err := <-registered; err != nil {
+		return r, err
 	}
 	r.init = quantile(times, 1)
 	fmt.Printf("%s: %d Nodes initialized in %v\n", name, len(nodes), r.init.Round(100*time.Millisecond))
@@ -403,21 +409,13 @@ func registerReady(ctx context.Context, kube kubernetes.Interface, vms []vcsim.V
 	}
 	var wg sync.WaitGroup
 	work := make(chan string)
+	errs := make(chan error, len(vms))
 	for range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for name := range work {
-				for range 5 { // conflicts with the CCM's writes
-					n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-					if err != nil {
-						break
-					}
-					setReady(n, v1.ConditionTrue)
-					if _, err = kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
-						break
-					}
-				}
+				errs <- setNodeReady(ctx, kube, name)
 			}
 		}()
 	}
@@ -426,7 +424,28 @@ func registerReady(ctx context.Context, kube kubernetes.Interface, vms []vcsim.V
 	}
 	close(work)
 	wg.Wait()
-	return nil
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// setNodeReady sets a Node's Ready condition True, again on a conflict
+// with the CCM's writes.
+func setNodeReady(ctx context.Context, kube kubernetes.Interface, name string) error {
+	for {
+		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		setReady(n, v1.ConditionTrue)
+		_, err = kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
 }
 
 // nodeWatcher counts Node changes and times expected ones.
