@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -46,17 +48,19 @@ type churnRates struct {
 }
 
 // defaultChurn is the day scenario's churn for a fleet of vms VMs of which
-// nodes are Nodes: per minute 0.05 % of the VMs power-cycled, 0.02 %
-// created and as many destroyed, 0.2 % of the Nodes moved (one across zones
-// every 5 minutes) and 0.2 % given a new address, two tag edits, one Node
-// VM destroyed every 10 minutes. At 100,000 VMs and 5,000 Nodes, an hour
-// is 3,000 power cycles, 1,200 VMs created and destroyed, 600 vMotions, 600
-// address changes, 120 tag edits and 6 Nodes lost.
+// nodes are Nodes: per minute 0.02 % of the VMs power-cycled, 0.005 %
+// created and as many destroyed, 0.1 % of the Nodes moved (one across
+// zones every 5 minutes) and 0.1 % given a new address, two tag edits, one
+// Node VM destroyed every 10 minutes. At 100,000 VMs and 5,000 Nodes, an
+// hour is 1,200 power cycles, 300 VMs created and 300 destroyed, 300
+// vMotions (12 across zones), 300 address changes, 240 tag edits and 6
+// Nodes lost: what the simulated vCenters (one CPU for ten) sustain with
+// their 20 ms per call, made 8 at a time.
 func defaultChurn(vms, nodes int) churnRates {
 	return churnRates{
-		PowerCycles: max(vms/2000, 1), Creates: max(vms/5000, 1), Destroys: max(vms/5000, 1),
-		VMotions: max(nodes/500, 1), CrossZone: 1, CrossZoneEvery: 5,
-		Addresses: max(nodes/500, 1), TagEdits: 2, NodeDestroyEvery: 10,
+		PowerCycles: max(vms/5000, 1), Creates: max(vms/20000, 1), Destroys: max(vms/20000, 1),
+		VMotions: max(nodes/1000, 1), CrossZone: 1, CrossZoneEvery: 5,
+		Addresses: max(nodes/1000, 1), TagEdits: 2, NodeDestroyEvery: 10,
 	}
 }
 
@@ -103,10 +107,12 @@ type tagged struct {
 }
 
 // newChurn makes a churn of nodes in fleet, for run (0, 1, ...: the VMs
-// it creates and the addresses it gives differ by run).
-func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes []vcsim.VM, rates churnRates, seed uint64, run int) *churn {
+// it creates and the addresses it gives differ by run); everNodes are
+// every VM that was a Node, never powered off or cloned by the churn.
+func newChurn(fleet *vcsim.Fleet, kube kubernetes.Interface, nodes, everNodes []vcsim.VM, rates churnRates, seed uint64, run int) *churn {
+	// Not the Node VMs of earlier runs either: some were destroyed.
 	isNode := map[string]bool{}
-	for _, vm := range nodes {
+	for _, vm := range everNodes {
 		isNode[vm.Name] = true
 	}
 	var others []vcsim.VM
@@ -143,78 +149,94 @@ func (c *churn) record(ch change) {
 	}
 }
 
-// run makes one minute's changes each minute until ctx ends.
-func (c *churn) run(ctx context.Context) error {
+// run makes one minute's changes each minute until soft ends (a minute
+// under way is finished: none is cut short, leaving VMs off that the
+// churn does not know of); hard cancels everything. A minute whose changes
+// took longer than a minute is counted (late) and the next starts at once.
+func (c *churn) run(soft, hard context.Context) error {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
-		// A minute's changes are made whole (the run's end does not cut
-		// one short, leaving VMs off that the churn does not know of).
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		began := time.Now()
+		sctx, cancel := context.WithTimeout(hard, 5*time.Minute)
 		err := c.step(sctx)
 		cancel()
 		if err != nil {
 			return err
 		}
+		if time.Since(began) > time.Minute {
+			c.did("minutes late", 1)
+		}
 		select {
-		case <-ctx.Done():
+		case <-soft.Done():
 			return nil
+		case <-hard.Done():
+			return hard.Err()
 		case <-t.C:
 		}
 	}
 }
 
-// step makes one minute's changes.
+// step makes one minute's changes: chosen first, in the seed's order,
+// then made in parallel (as many administrators and automations would),
+// so that a minute's changes take about a minute of the simulators' time
+// at most.
 func (c *churn) step(ctx context.Context) error {
 	c.minute++
 	r := c.rates
-	// Power: last minute's back on, then others off.
+	var ops, later []func(context.Context) error
+	// Power: last minute's back on, others off.
 	for _, vm := range c.off {
-		if err := c.power(ctx, vm, true); err != nil {
-			return err
-		}
+		ops = append(ops, func(ctx context.Context) error { return c.power(ctx, vm, true) })
 	}
 	c.did("power on", len(c.off))
-	c.off = c.off[:0]
+	var off []vcsim.VM
 	for range r.PowerCycles {
 		vm := c.others[c.rng.IntN(len(c.others))]
-		if slices.ContainsFunc(c.off, func(o vcsim.VM) bool { return o.Ref == vm.Ref }) {
+		if slices.ContainsFunc(off, func(o vcsim.VM) bool { return o.Ref == vm.Ref }) ||
+			slices.ContainsFunc(c.off, func(o vcsim.VM) bool { return o.Ref == vm.Ref }) {
 			continue
 		}
-		if err := c.power(ctx, vm, false); err != nil {
-			return err
-		}
-		c.off = append(c.off, vm)
+		off = append(off, vm)
+		ops = append(ops, func(ctx context.Context) error { return c.power(ctx, vm, false) })
 	}
-	c.did("power off", len(c.off))
+	c.did("power off", len(off))
+	c.off = off
 	// Creations and destructions of non-Node VMs.
+	var mu sync.Mutex
 	for range r.Creates {
 		src := c.others[c.rng.IntN(len(c.others))]
-		v := c.fleet.VCenter(src.VCenter)
 		c.clones++
 		name := fmt.Sprintf("churn%d-%s-%d", c.runNo, src.VCenter, c.clones)
-		ref, err := v.Clone(ctx, src.Ref, name, "")
-		if err != nil {
-			return fmt.Errorf("clone %s: %w", src.Name, err)
-		}
-		c.created = append(c.created, vcsim.VM{Name: name, Ref: ref, VCenter: src.VCenter})
+		ops = append(ops, func(ctx context.Context) error {
+			ref, err := c.fleet.VCenter(src.VCenter).Clone(ctx, src.Ref, name, "")
+			if err != nil {
+				return fmt.Errorf("clone %s: %w", src.Name, err)
+			}
+			mu.Lock()
+			c.created = append(c.created, vcsim.VM{Name: name, Ref: ref, VCenter: src.VCenter})
+			mu.Unlock()
+			return nil
+		})
 	}
 	c.did("created", r.Creates)
-	for i := 0; i < r.Destroys && len(c.created) > r.Creates; i++ {
+	for i := 0; i < r.Destroys && len(c.created) > 0; i++ {
 		vm := c.created[0]
 		c.created = c.created[1:]
-		if err := c.destroy(ctx, vm); err != nil {
-			return err
-		}
+		ops = append(ops, func(ctx context.Context) error { return c.destroy(ctx, vm) })
 		c.did("destroyed", 1)
 	}
-	// vMotions of Node VMs, one across zones every CrossZoneEvery minutes.
+	// vMotions of Node VMs, some across zones every CrossZoneEvery minutes.
 	cross := 0
 	if r.CrossZoneEvery > 0 && c.minute%r.CrossZoneEvery == 0 {
 		cross = r.CrossZone
 	}
+	moved := map[int]bool{}
 	for i := range r.VMotions {
 		k := c.rng.IntN(len(c.nodes))
+		if moved[k] {
+			continue
+		}
 		vm := c.nodes[k]
 		v := c.fleet.VCenter(vm.VCenter)
 		host, ok := v.OtherHost(vm)
@@ -224,12 +246,20 @@ func (c *churn) step(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if err := v.Relocate(ctx, vm.Ref, host); err != nil {
-			return err
-		}
-		if i < cross {
+		moved[k] = true
+		across := i < cross
+		zone := "zone-" + c.clusterName(v, host)
+		ops = append(ops, func(ctx context.Context) error {
+			if err := v.Relocate(ctx, vm.Ref, host); err != nil {
+				return err
+			}
+			if across {
+				c.record(change{kind: "zone", node: vm.Name, ip: zone, at: time.Now()})
+			}
+			return nil
+		})
+		if across {
 			c.did("vMotion across zones", 1)
-			c.record(change{kind: "zone", node: vm.Name, ip: "zone-" + c.clusterName(v, host), at: time.Now()})
 		} else {
 			c.did("vMotion", 1)
 		}
@@ -240,16 +270,13 @@ func (c *churn) step(ctx context.Context) error {
 	// New guest addresses.
 	for range r.Addresses {
 		k := c.rng.IntN(len(c.nodes))
-		if err := c.readdress(ctx, k); err != nil {
-			return err
-		}
+		vm, ip := c.nodes[k], c.nextAddress()
+		ops = append(ops, func(ctx context.Context) error { return c.readdress(ctx, vm, ip) })
 	}
 	c.did("address changed", r.Addresses)
-	// Tags: last minute's detached, new ones attached.
+	// Tags: last minute's detached, then new ones attached.
 	for _, tg := range c.tagged {
-		if err := tg.vc.Untag(ctx, "ops", "maintenance", tg.obj); err != nil {
-			return err
-		}
+		ops = append(ops, func(ctx context.Context) error { return tg.vc.Untag(ctx, "ops", "maintenance", tg.obj) })
 	}
 	c.tagged = c.tagged[:0]
 	for i := range r.TagEdits {
@@ -259,30 +286,59 @@ func (c *churn) step(ctx context.Context) error {
 		if i%2 == 1 {
 			obj = vm.HostRef
 		}
-		if err := v.Tag(ctx, "ops", "maintenance", obj); err != nil {
-			return err
+		if slices.ContainsFunc(c.tagged, func(t tagged) bool { return t.obj == obj && t.vc == v }) {
+			continue
 		}
 		c.tagged = append(c.tagged, tagged{vc: v, obj: obj})
+		later = append(later, func(ctx context.Context) error { return v.Tag(ctx, "ops", "maintenance", obj) })
 	}
-	c.did("tag edits", 2*r.TagEdits)
+	c.did("tag edits", len(c.tagged)*2)
 	// A Node VM lost.
 	if r.NodeDestroyEvery > 0 && c.minute%r.NodeDestroyEvery == 0 && len(c.nodes) > 1 {
 		k := c.rng.IntN(len(c.nodes))
 		vm := c.nodes[k]
 		c.nodes = slices.Delete(c.nodes, k, k+1)
-		if err := c.power(ctx, vm, false); err != nil {
-			return err
-		}
-		if err := c.destroy(ctx, vm); err != nil {
-			return err
-		}
-		c.record(change{kind: "deleted", node: vm.Name, at: time.Now()})
-		if err := c.notReady(ctx, vm.Name); err != nil {
-			return err
-		}
+		later = append(later, func(ctx context.Context) error {
+			if err := c.power(ctx, vm, false); err != nil {
+				return err
+			}
+			if err := c.destroy(ctx, vm); err != nil {
+				return err
+			}
+			c.record(change{kind: "deleted", node: vm.Name, at: time.Now()})
+			return c.notReady(ctx, vm.Name)
+		})
 		c.did("Node VM destroyed", 1)
 	}
-	return nil
+	if err := parallel(ctx, 8, ops); err != nil {
+		return err
+	}
+	return parallel(ctx, 8, later)
+}
+
+// parallel runs fns, at most n at a time, and joins their errors.
+func parallel(ctx context.Context, n int, fns []func(context.Context) error) error {
+	sem := make(chan struct{}, n)
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = fn(ctx)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// nextAddress is a new guest address: 10.250-253.x.y, unique across the
+// runs (the run picks the block), so that no Node registered for a later
+// run already shows it.
+func (c *churn) nextAddress() string {
+	c.nextIP++
+	n := c.runNo<<14 + c.nextIP
+	return netip.AddrFrom4([4]byte{10, byte(250 + n>>16), byte(n >> 8), byte(n)}).String()
 }
 
 func (c *churn) power(ctx context.Context, vm vcsim.VM, on bool) error {
@@ -316,10 +372,9 @@ func (c *churn) destroy(ctx context.Context, vm vcsim.VM) error {
 	return nil
 }
 
-// readdress gives Node VM k a new guest IPv4 address (its other addresses
-// and NIC kept), as a DHCP lease change would.
-func (c *churn) readdress(ctx context.Context, k int) error {
-	vm := c.nodes[k]
+// readdress gives Node VM vm the guest IPv4 address ip (its other
+// addresses and NIC kept), as a DHCP lease change would.
+func (c *churn) readdress(ctx context.Context, vm vcsim.VM, ip string) error {
 	v := c.fleet.VCenter(vm.VCenter)
 	var m mo.VirtualMachine
 	if err := property.DefaultCollector(v.Admin()).RetrieveOne(ctx, vm.Ref, []string{"guest.net", "guest.hostName"}, &m); err != nil {
@@ -328,11 +383,6 @@ func (c *churn) readdress(ctx context.Context, k int) error {
 	if m.Guest == nil || len(m.Guest.Net) == 0 {
 		return fmt.Errorf("VM %s has no guest NIC", vm.Name)
 	}
-	c.nextIP++
-	// 10.250-253.x.y: unique across the runs (run picks the block), so
-	// that no Node registered for a later run already shows it.
-	n := c.runNo<<14 + c.nextIP
-	ip := netip.AddrFrom4([4]byte{10, byte(250 + n>>16), byte(n >> 8), byte(n)}).String()
 	nics := slices.Clone(m.Guest.Net)
 	addrs := slices.Clone(nics[0].IpAddress)
 	if len(addrs) == 0 {
@@ -349,18 +399,24 @@ func (c *churn) readdress(ctx context.Context, k int) error {
 
 // notReady sets the Node's Ready condition Unknown.
 func (c *churn) notReady(ctx context.Context, name string) error {
-	n, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
+	for {
+		n, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		setReady(n, v1.ConditionUnknown)
+		_, err = c.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue // a concurrent write of the CCM's
+		}
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.benchNodeWrites++
+		c.mu.Unlock()
+		return nil
 	}
-	setReady(n, v1.ConditionUnknown)
-	if _, err := c.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.benchNodeWrites++
-	c.mu.Unlock()
-	return nil
 }
 
 // setReady sets n's Ready condition to s.

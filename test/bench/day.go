@@ -71,6 +71,7 @@ type dayRun struct {
 	rssAt        []time.Duration
 	goroutines   [2]float64
 	done         map[string]int // churn operations made
+	relists      int            // Node watches lost (changes missed)
 	measuresTrue bool           // answers follow vSphere (not the zero-cost CCM's fixed answers)
 }
 
@@ -148,7 +149,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 			"--node-status-update-frequency": "5m", "--node-monitor-period": "5s",
 		}
 		maps.Copy(flags, c.flags)
-		ch := newChurn(fleet, e.kube, alive, rates, o.seed, i)
+		ch := newChurn(fleet, e.kube, alive, chosen, rates, o.seed, i)
 		r, err := runDay(ctx, e, c.name, c.binary, c.config, flags, c.memLimit, ch, o, len(fleet.VCenters))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
@@ -173,7 +174,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 	reports := []report{
 		{label + ": CPU of the CCM, s per hour", perHour(ours, func(w dayWindow) float64 { return w.cpu.Seconds() }).format("%.1f"), "a small fraction of the reference's"},
 		{"day: vSphere requests per hour beyond long polls", perHour(ours, beyondPolls).format("%.0f"), "independent of the number of Nodes"},
-		{"day: Node writes per hour that changed nothing", perHour(ours, noOpWrites).format("%.0f"), "0"},
+		{"day: Node writes per hour that changed nothing", fmt.Sprintf("%.0f", noOpWrites(ours)), "0"},
 		{"day: RSS slope, MB per hour", fmt.Sprintf("%.1f", rssSlope(ours)), "0 within noise"},
 	}
 	if len(runs) == 3 {
@@ -242,10 +243,21 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 	}
 	defer watcher.stop()
 	ch.sink = watcher.expect
-	churnCtx, stopChurn := context.WithTimeout(ctx, o.duration)
-	defer stopChurn()
+	// soft ends the churn after o.duration (a minute under way is
+	// finished); hard cancels it when this returns, which waits for it.
+	soft, stopSoft := context.WithTimeout(ctx, o.duration)
+	defer stopSoft()
+	hard, stopHard := context.WithCancel(ctx)
 	churnErr := make(chan error, 1)
-	go func() { churnErr <- ch.run(churnCtx) }()
+	churned := make(chan struct{})
+	go func() {
+		defer close(churned)
+		churnErr <- ch.run(soft, hard)
+	}()
+	defer func() {
+		stopHard()
+		<-churned
+	}()
 
 	began := time.Now()
 	sample := func() {
@@ -254,9 +266,12 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 	}
 	sample()
 	r.goroutines[0] = p.Gauge("go_goroutines")
-	cpu0, _ := cpuOf(p)
+	cpu0, err := cpuOf(p)
+	if err != nil {
+		return r, fmt.Errorf("the CCM's CPU time: %w", err)
+	}
 	methods0 := fleetMethods(ch.fleet)
-	_, bench0 := ch.take()
+	_, bench0 := ch.take() // before the watcher's count: a bench write counted here is seen there
 	changes0 := watcher.changes()
 	last := time.Now()
 	windowT := time.NewTicker(o.window)
@@ -277,11 +292,16 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 			sample()
 			continue
 		case <-windowT.C:
+		case <-p.Done():
+			return r, fmt.Errorf("the CCM exited during the churn (code %d)\n%s", p.ExitCode(), tail(p.LogText(), 3000))
 		}
 		now := time.Now()
 		w := dayWindow{length: now.Sub(last), writes: map[string]int{}}
 		last = now
-		cpu1, _ := cpuOf(p)
+		cpu1, err := cpuOf(p)
+		if err != nil {
+			return r, fmt.Errorf("the CCM's CPU time: %w", err)
+		}
 		w.cpu, cpu0 = cpu1-cpu0, cpu1
 		methods1 := fleetMethods(ch.fleet)
 		w.methods = map[string]int64{}
@@ -302,9 +322,9 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 				w.nodeWrites++
 			}
 		}
-		changes1 := watcher.changes()
 		_, bench1 := ch.take()
-		w.nodeChanges = max(changes1-changes0-(bench1-bench0), 0)
+		changes1 := watcher.changes()
+		w.nodeChanges = changes1 - changes0 - (bench1 - bench0)
 		changes0, bench0 = changes1, bench1
 		if w.length < o.window/2 { // a last short round is not a round
 			continue
@@ -330,6 +350,7 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 		return r, err
 	}
 	r.delays, r.unseen = watcher.results()
+	r.relists = watcher.relistCount()
 	r.done, _ = ch.take()
 	return r, nil
 }
@@ -399,6 +420,9 @@ func quietNodes(ctx context.Context, e env, agent string, quiet, timeout time.Du
 			since = time.Now()
 		}
 	}
+	if time.Since(since) < quiet {
+		fmt.Printf("the CCM still wrote Nodes %v after they were initialized: counting from now anyway\n", timeout)
+	}
 	return at, nil
 }
 
@@ -455,6 +479,7 @@ type nodeWatcher struct {
 
 	mu      sync.Mutex
 	n       int                        // MODIFIED and DELETED events
+	relists int                        // watches ended by an error, listed again
 	addrs   map[string]map[string]bool // each Node's current addresses
 	zones   map[string]string          // each Node's zone label
 	gone    map[string]bool
@@ -486,6 +511,20 @@ func watchNodes(ctx context.Context, kube kubernetes.Interface) (*nodeWatcher, e
 				continue
 			}
 			for ev := range wi.ResultChan() {
+				if ev.Type == watch.Error {
+					// Too old (410) or another error: list again. Changes
+					// missed meanwhile are not counted, and said so.
+					w.mu.Lock()
+					w.relists++
+					w.mu.Unlock()
+					if l, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+						rv = l.ResourceVersion
+						for i := range l.Items {
+							w.see(&l.Items[i])
+						}
+					}
+					break
+				}
 				n, ok := ev.Object.(*v1.Node)
 				if !ok {
 					continue
@@ -523,9 +562,14 @@ func (w *nodeWatcher) see(n *v1.Node) {
 	w.settle()
 }
 
-// expect adds a change to wait for.
+// expect adds a change to wait for. A new address or zone of a Node
+// supersedes the one still pending; a Node deleted ends what was pending
+// for it.
 func (w *nodeWatcher) expect(c change) {
 	w.mu.Lock()
+	w.pending = slices.DeleteFunc(w.pending, func(p change) bool {
+		return p.node == c.node && (p.kind == c.kind || c.kind == "deleted")
+	})
 	w.pending = append(w.pending, c)
 	w.mu.Unlock()
 	w.settle()
@@ -612,4 +656,11 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// relistCount is how many watches ended by an error.
+func (w *nodeWatcher) relistCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.relists
 }

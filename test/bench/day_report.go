@@ -24,8 +24,20 @@ func beyondPolls(w dayWindow) float64 {
 	return float64(sumInt(w.methods) - w.methods["WaitForUpdatesEx"])
 }
 
-// noOpWrites are the Node writes that changed nothing.
-func noOpWrites(w dayWindow) float64 { return float64(max(w.nodeWrites-w.nodeChanges, 0)) }
+// noOpWrites are the Node writes that changed nothing, over the whole
+// run per hour: a write and the change it makes can fall in two rounds,
+// so a round alone can count one without the other.
+func noOpWrites(r dayRun) float64 {
+	var writes, changes int
+	var length time.Duration
+	for _, w := range r.windows {
+		writes, changes, length = writes+w.nodeWrites, changes+w.nodeChanges, length+w.length
+	}
+	if length == 0 {
+		return 0
+	}
+	return float64(writes-changes) * float64(time.Hour) / float64(length)
+}
 
 // rssSlope is the least-squares slope of the RSS samples, in MB per hour.
 func rssSlope(r dayRun) float64 {
@@ -98,7 +110,13 @@ func printDay(runs []dayRun, vms int, o dayOptions, mode string) {
 	row("Node writes per hour", func(r dayRun) string {
 		return perHour(r, func(w dayWindow) float64 { return float64(w.nodeWrites) }).format("%.0f")
 	})
-	row("  that changed nothing", func(r dayRun) string { return perHour(r, noOpWrites).format("%.0f") })
+	row("  that changed nothing (the whole run)", func(r dayRun) string {
+		s := fmt.Sprintf("%.0f", noOpWrites(r))
+		if r.relists > 0 {
+			s += fmt.Sprintf(" (%d watches lost: changes missed)", r.relists)
+		}
+		return s
+	})
 	for _, k := range []string{"address", "zone", "deleted"} {
 		label := map[string]string{"address": "new guest address to Node, p50 / p99, s (n)", "zone": "vMotion across zones to the zone label, p50 / p99, s",
 			"deleted": "Node VM destroyed to Node deleted, p50 / p99, s"}[k]

@@ -28,7 +28,10 @@ func writeAuditPolicy(dir string) ([]string, error) {
 		return nil, err
 	}
 	return []string{"--audit-policy-file=" + p, "--audit-log-path=" + filepath.Join(dir, "audit.log"),
-		"--audit-log-mode=blocking", "--audit-log-format=json"}, nil
+		"--audit-log-mode=blocking", "--audit-log-format=json",
+		// Never rotated (the default rotates at 100 MB): WritesFrom's
+		// offsets stay valid.
+		"--audit-log-maxsize=0"}, nil
 }
 
 // NodeWrite is one write to a Node seen by the API server.
@@ -78,6 +81,9 @@ func (cp *ControlPlane) WritesFrom(from int64) ([]Write, int64, error) {
 		return nil, from, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() < from {
+		return nil, from, fmt.Errorf("audit log: %d bytes, shorter than the offset %d read before: it was rotated or truncated", st.Size(), from)
+	}
 	if _, err := f.Seek(from, io.SeekStart); err != nil {
 		return nil, from, err
 	}
