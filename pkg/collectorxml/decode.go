@@ -519,6 +519,7 @@ var valueTypes = map[string]bool{
 	"ArrayOfGuestNicInfo":           true,
 	"OptionValue":                   true,
 	"ArrayOfCustomFieldDef":         true,
+	"ArrayOfCustomFieldValue":       true, // customValue: its items are a Base interface, which declines
 }
 
 // intBits returns the bits of the basic integer type name, or 0.

@@ -631,6 +631,8 @@ func (b *builder) buildIdentity(id *rawIdentity) Identity {
 		b.errorf("nodes.identity.nodeNameKey", "%q is a guestinfo.* key, which the guest itself can write: a Node name bound by the guest's word binds nothing; use a key only the provisioner sets (not guestinfo.*), or remove the key to bind Nodes by VM name", n)
 	case strings.ContainsAny(n, " \t\"[]"):
 		b.errorf("nodes.identity.nodeNameKey", "%q holds a space, a quote or a bracket: write a key like k8s.node-name", n)
+	case n != "" && !out.ApproveClientCertificates:
+		b.warnf("nodes.identity.nodeNameKey", "is set while approveClientCertificates is off: nothing is bound by it; set approveClientCertificates: true, or remove the key")
 	}
 	return out
 }

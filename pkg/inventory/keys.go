@@ -67,11 +67,15 @@ func uuidString(k uuidKey) string {
 
 // BoundName is the Node name the provisioner set in the extraConfig of VM
 // ref of vCenter vc (Options.NodeNameProperty), from the index alone; ""
-// when the VM has none. false: the key is not followed there, or the
-// index does not hold the VM (it cannot tell).
+// when the VM has none. false: the key is not followed there, the index is
+// not current (the value may have changed), or it does not hold the VM:
+// it cannot tell.
 func (inv *Inventory) BoundName(vc string, ref types.ManagedObjectReference) (string, bool) {
 	ix := inv.Index(vc)
 	if ix == nil || ix.nameProp == "" {
+		return "", false
+	}
+	if ok, _, _ := ix.Status(); !ok {
 		return "", false
 	}
 	var name string
@@ -82,4 +86,37 @@ func (inv *Inventory) BoundName(vc string, ref types.ManagedObjectReference) (st
 		}
 	})
 	return name, found
+}
+
+// BoundTo lists every VM, templates included, in every vCenter, whose
+// provisioner set node as its Node name (Options.NodeNameProperty; case
+// aside), from the indexes alone. Clones copy extraConfig, so more than one
+// may: a name binds one VM. The list is complete only when every index is
+// current and follows the key; otherwise the VMs found so far come with
+// an IncompleteError.
+func (inv *Inventory) BoundTo(node string) ([]KeyOwner, error) {
+	var out []KeyOwner
+	var causes []error
+	for _, ix := range inv.indexes {
+		if ix.nameProp == "" {
+			causes = append(causes, fmt.Errorf("vCenter %q: Node names in extraConfig are not followed (Options.NodeNameProperty is empty)", ix.VCenter()))
+			continue
+		}
+		if ok, _, err := ix.Status(); !ok {
+			causes = append(causes, err)
+		}
+		ix.store.read(func(d *data) {
+			for _, id := range d.vms {
+				if id.nodeName != "" && strings.EqualFold(id.nodeName, node) {
+					out = append(out, KeyOwner{VCenter: ix.VCenter(), Name: id.name, UUID: uuidString(id.uuid), Template: id.template, NodeName: id.nodeName,
+						Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref}})
+				}
+			}
+		})
+	}
+	slices.SortFunc(out, func(a, b KeyOwner) int { return strings.Compare(a.String(), b.String()) })
+	if len(causes) > 0 {
+		return out, &IncompleteError{Key: "Node name " + node, Causes: causes}
+	}
+	return out, nil
 }

@@ -30,6 +30,7 @@ const (
 	ReasonSeveralVMs     = "SeveralVMsPublishKey" // more than one VM does
 	ReasonNameMismatch   = "NodeNameNotVMName"    // the VM publishing it is named otherwise
 	ReasonNoNodeName     = "VMHasNoNodeName"      // nodeNameKey: the provisioner set no Node name on the VM
+	ReasonSeveralNamed   = "SeveralVMsNamedNode"  // nodeNameKey: more than one VM holds the Node's name (a clone)
 	ReasonTemplate       = "VMIsTemplate"         // a template publishes it
 	ReasonBoundElsewhere = "VMBoundToAnotherNode" // another Node is that VM
 	ReasonNodeIsOtherVM  = "NodeIsAnotherVM"      // the Node exists, as another VM
@@ -50,6 +51,9 @@ type Verdict struct {
 // (the inventory), and the Nodes (the informer).
 type Facts interface {
 	KeyOwners(fingerprint string) ([]inventory.KeyOwner, error)
+	// BoundTo lists the VMs whose provisioner set node as their Node name
+	// (nodes.identity.nodeNameKey); asked only when it is set.
+	BoundTo(node string) ([]inventory.KeyOwner, error)
 }
 
 // NodeLister lists the Nodes.
@@ -91,12 +95,30 @@ func Decide(req Request, created, now time.Time, grace time.Duration, nameKey st
 	switch {
 	case vm.Template:
 		return Verdict{Decision: Deny, Reason: ReasonTemplate, Message: fmt.Sprintf("VM %s, which publishes the key, is a template", vm)}
+	case bound == "" && now.Sub(created) < grace:
+		// The provisioner may set it after the guest published its key.
+		return Verdict{Decision: Pending, Reason: ReasonNoNodeName,
+			Message: fmt.Sprintf("VM %s publishes the key, and asks for Node %q: its provisioner set no Node name in its extraConfig %s yet; waiting up to %s from the request", vm, req.Node, nameKey, grace)}
 	case bound == "":
 		return Verdict{Decision: Deny, Reason: ReasonNoNodeName,
 			Message: fmt.Sprintf("VM %s publishes the key, and asks for Node %q: its provisioner set no Node name in its extraConfig %s", vm, req.Node, nameKey)}
 	case !strings.EqualFold(bound, req.Node):
 		return Verdict{Decision: Deny, Reason: ReasonNameMismatch,
 			Message: fmt.Sprintf("VM %s publishes the key, and asks for Node %q: %s %q", vm, req.Node, by, bound)}
+	}
+	if nameKey != "" {
+		// A name binds one VM: a clone copies the key with the VM.
+		named, err := facts.BoundTo(req.Node)
+		switch {
+		case len(named) > 1:
+			return Verdict{Decision: Deny, Reason: ReasonSeveralNamed,
+				Message: fmt.Sprintf("%d VMs hold Node name %q in their extraConfig %s (%s): a name binds one VM; clear it on the VMs that are not this Node (a clone copies it)", len(named), req.Node, nameKey, names(named))}
+		case err != nil:
+			return Verdict{Decision: Pending, Reason: ReasonUnknown, Message: "not every vCenter can tell which VMs hold the Node's name: " + err.Error()}
+		case len(named) == 0 || named[0].Ref != vm.Ref || named[0].VCenter != vm.VCenter:
+			return Verdict{Decision: Pending, Reason: ReasonUnknown,
+				Message: fmt.Sprintf("VM %s holds Node name %q, but the VMs holding it are %s: the inventory is catching up", vm, req.Node, names(named))}
+		}
 	}
 	for _, n := range nodes {
 		uuid := nodeUUID(n)

@@ -16,9 +16,27 @@ import (
 type fakeFacts struct {
 	owners []inventory.KeyOwner
 	err    error
+	// named are the VMs holding a Node name (BoundTo): by default, the
+	// owners whose NodeName is it.
+	named    []inventory.KeyOwner
+	namedSet bool
+	namedErr error
 }
 
 func (f fakeFacts) KeyOwners(string) ([]inventory.KeyOwner, error) { return f.owners, f.err }
+
+func (f fakeFacts) BoundTo(node string) ([]inventory.KeyOwner, error) {
+	if f.namedSet {
+		return f.named, f.namedErr
+	}
+	var out []inventory.KeyOwner
+	for _, o := range f.owners {
+		if strings.EqualFold(o.NodeName, node) {
+			out = append(out, o)
+		}
+	}
+	return out, f.namedErr
+}
 
 func owner(name, uuid string) inventory.KeyOwner {
 	return inventory.KeyOwner{VCenter: "vc-a", Name: name, UUID: uuid, Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-" + name}}
@@ -63,7 +81,12 @@ func TestDecide(t *testing.T) {
 		// Bound by a provisioner-set extraConfig key instead of the VM name.
 		{name: "bound by the name key", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{named(owner("vm-0042", u1), "worker-1")}}, decision: Approve, reason: ReasonBound},
 		{name: "by the name key, the VM's name does not bind", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{named(owner("worker-1", u1), "worker-7")}}, decision: Deny, reason: ReasonNameMismatch},
-		{name: "by the name key, none set", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{owner("worker-1", u1)}}, decision: Deny, reason: ReasonNoNodeName},
+		{name: "by the name key, none set yet", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{owner("worker-1", u1)}}, after: time.Minute, decision: Pending, reason: ReasonNoNodeName},
+		{name: "by the name key, none set", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{owner("worker-1", u1)}}, after: 10 * time.Minute, decision: Deny, reason: ReasonNoNodeName},
+		{name: "by the name key, a clone holds the name too", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{named(owner("vm-0042", u1), "worker-1")},
+			namedSet: true, named: []inventory.KeyOwner{named(owner("vm-0042", u1), "worker-1"), named(owner("vm-0042-clone", u2), "worker-1")}}, decision: Deny, reason: ReasonSeveralNamed},
+		{name: "by the name key, a vCenter cannot tell who else holds it", nameKey: "k8s.node-name", facts: fakeFacts{owners: []inventory.KeyOwner{named(owner("vm-0042", u1), "worker-1")},
+			namedErr: incomplete}, decision: Pending, reason: ReasonUnknown},
 		{name: "the Node exists, not initialized", facts: fakeFacts{owners: []inventory.KeyOwner{owner("worker-1", u1)}}, nodes: []*v1.Node{node("worker-1", "")}, decision: Approve, reason: ReasonBound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
