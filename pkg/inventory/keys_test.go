@@ -54,9 +54,23 @@ func TestNodeNameFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.True(t, "the new Node name", func() bool { name, _ := inv.BoundName("vc-a", bound.Ref); return name == "worker-b" })
+	// A clone carries the key too: both hold the name.
+	if err := vc.PublishGuestInfo(e.ctx, other.Ref, nameKey, "Worker-B"); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, "two VMs holding the name", func() bool {
+		vms, err := inv.BoundTo("worker-b")
+		return err == nil && len(vms) == 2
+	})
+	if vms, err := inv.BoundTo("worker-z"); err != nil || len(vms) != 0 {
+		t.Errorf("BoundTo a name no VM holds: %v, %v", vms, err)
+	}
 
 	plain := start(inventory.Options{})
 	if name, ok := plain.BoundName("vc-a", bound.Ref); ok {
 		t.Errorf("an inventory that does not follow the key told %q", name)
+	}
+	if _, err := plain.BoundTo("worker-b"); err == nil {
+		t.Error("an inventory that does not follow the key listed the VMs bound to a name without an error")
 	}
 }
