@@ -34,9 +34,11 @@ type dayOptions struct {
 	duration, window time.Duration
 	// settle is how long the last changes get to show on the Nodes once
 	// the churn ends (a status period and a little).
-	settle  time.Duration
-	seed    uint64
-	latency time.Duration
+	settle time.Duration
+	seed   uint64
+	// initTimeout bounds each CCM\'s initialization of the Nodes.
+	initTimeout time.Duration
+	latency     time.Duration
 	// reference is the reference CCM's binary: "" builds it (hack/refnode's
 	// module, the reference's newest source), "none" leaves it out.
 	reference string
@@ -58,10 +60,13 @@ type dayWindow struct {
 
 // dayRun is one CCM's run.
 type dayRun struct {
-	name    string
-	nodes   int
-	init    time.Duration
-	windows []dayWindow
+	name  string
+	nodes int
+	init  time.Duration
+	// initialized is how many Nodes it initialized (fewer than nodes when
+	// it ran out of -day-init-timeout: then it had no churn).
+	initialized int
+	windows     []dayWindow
 	// delays are, by kind of change, from the change in vSphere to the
 	// Node showing it; unseen counts those never shown by the end.
 	delays map[string][]time.Duration
@@ -156,6 +161,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 		}
 		r.measuresTrue = c.truth
 		runs = append(runs, r)
+		printDay([]dayRun{r}, len(fleet.VMs()), o, "this CCM's run alone") // kept if a later run fails
 		alive = ch.Nodes()
 		if err := deleteNodes(ctx, e.kube); err != nil {
 			return nil, err
@@ -198,7 +204,11 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 	if err != nil {
 		return r, err
 	}
-	defer p.Stop()
+	defer func() {
+		if !p.StopWithin(30 * time.Second) {
+			fmt.Printf("%s did not exit within 30 s of SIGTERM: killed\n", name)
+		}
+	}()
 	if len(e.pinCCM) > 0 {
 		if err := pin(p.PID(), e.pinCCM...); err != nil {
 			return r, err
@@ -217,10 +227,18 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 	start := time.Now()
 	registered := make(chan error, 1)
 	go func() { registered <- registerReady(ctx, e.kube, nodes) }()
-	times, err := watchInitTimes(ctx, e.kube, nodes, start, 60*time.Minute)
+	times, err := watchInitTimes(ctx, e.kube, nodes, start, o.initTimeout)
+	if errors.Is(err, errTimeout) && ctx.Err() == nil {
+		// Measured too: how far it got. No churn for it.
+		r.initialized, r.init = len(times), time.Since(start)
+		fmt.Printf("%s: %d of %d Nodes initialized in %v; no churn for it\n", name, len(times), len(nodes), r.init.Round(time.Second))
+		<-registered
+		return r, nil
+	}
 	if err != nil {
 		return r, fmt.Errorf("%w\n%s", err, tail(p.LogText(), 3000))
 	}
+	r.initialized = len(times)
 	// The kubelets' Ready writes end before anything is counted: they
 	// are Node changes this process made.
 	if err := <-registered; err != nil {

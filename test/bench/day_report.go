@@ -70,7 +70,12 @@ func printDay(runs []dayRun, vms int, o dayOptions, mode string) {
 	}
 	row("", func(r dayRun) string { return r.name })
 	row("Nodes; rounds", func(r dayRun) string { return fmt.Sprintf("%d; %d", r.nodes, len(r.windows)) })
-	row("initialization (every Node), s", func(r dayRun) string { return fmt.Sprintf("%.1f", r.init.Seconds()) })
+	row("initialization (every Node), s", func(r dayRun) string {
+		if r.initialized < r.nodes {
+			return fmt.Sprintf("%d of %d in %.0f: stopped", r.initialized, r.nodes, r.init.Seconds())
+		}
+		return fmt.Sprintf("%.1f", r.init.Seconds())
+	})
 	row("CPU of the CCM, s per hour", func(r dayRun) string {
 		return perHour(r, func(w dayWindow) float64 { return w.cpu.Seconds() }).format("%.1f")
 	})

@@ -496,7 +496,8 @@ func distinctVCenters(vms []vcsim.VM) map[string]bool {
 }
 
 // watchInitTimes is initTimes through a watch: listing thousands of Nodes
-// every 50 ms would load the API server more than the CCMs measured.
+// every 50 ms would load the API server more than the CCMs measured. On a
+// timeout it returns the times so far with the error.
 func watchInitTimes(ctx context.Context, kube kubernetes.Interface, vms []vcsim.VM, since time.Time, timeout time.Duration) ([]time.Duration, error) {
 	want := map[string]bool{}
 	for _, vm := range vms {
@@ -522,7 +523,8 @@ func watchInitTimes(ctx context.Context, kube kubernetes.Interface, vms []vcsim.
 	for len(want) > 0 {
 		w, err := kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %d of %d Nodes not initialized: %v", errTimeout, len(want), len(vms), err)
+			slices.Sort(out)
+			return out, fmt.Errorf("%w: %d of %d Nodes not initialized: %v", errTimeout, len(want), len(vms), err)
 		}
 		for ev := range w.ResultChan() {
 			n, ok := ev.Object.(*v1.Node)
@@ -537,7 +539,8 @@ func watchInitTimes(ctx context.Context, kube kubernetes.Interface, vms []vcsim.
 		}
 		w.Stop()
 		if ctx.Err() != nil && len(want) > 0 {
-			return nil, fmt.Errorf("%w: %d of %d Nodes not initialized after %v", errTimeout, len(want), len(vms), timeout)
+			slices.Sort(out)
+			return out, fmt.Errorf("%w: %d of %d Nodes not initialized after %v", errTimeout, len(want), len(vms), timeout)
 		}
 	}
 	slices.Sort(out)

@@ -107,6 +107,7 @@ func main() {
 	flag.DurationVar(&do.duration, "day-duration", 30*time.Minute, "day: churn each CCM lives through (24h for a day)")
 	flag.DurationVar(&do.window, "day-window", 5*time.Minute, "day: length of each measured round")
 	flag.DurationVar(&do.settle, "day-settle", 6*time.Minute, "day: how long the last changes get to show on the Nodes once the churn ends")
+	flag.DurationVar(&do.initTimeout, "day-init-timeout", 30*time.Minute, "day: how long each CCM gets to initialize the Nodes (one that runs out is reported as far as it got, and has no churn)")
 	flag.Uint64Var(&do.seed, "day-seed", 1, "day: seed of the churn")
 	flag.StringVar(&do.reference, "day-reference", "", `day: the reference CCM binary ("": build it from hack/refnode's module; "none": leave it out)`)
 	flag.DurationVar(&do.latency, "day-latency", 20*time.Millisecond, "day: delay of every SOAP call of the simulated vCenters")
