@@ -30,11 +30,27 @@ func (o KeyOwner) String() string { return fmt.Sprintf("%s/%s (%s)", o.VCenter, 
 // current; otherwise the VMs found so far come with an IncompleteError
 // naming what could not answer: another VM may publish it there.
 func (inv *Inventory) KeyOwners(fingerprint string) ([]KeyOwner, error) {
+	return inv.vmsWhere("kubelet key fingerprint "+fingerprint,
+		func(ix *Index) error {
+			if ix.keyProp == "" {
+				return fmt.Errorf("vCenter %q: kubelet key fingerprints are not followed (Options.KubeletKeyProperty is empty)", ix.VCenter())
+			}
+			return nil
+		},
+		func(id *ident) bool { return id.kubeletKey != "" && strings.EqualFold(id.kubeletKey, fingerprint) })
+}
+
+// vmsWhere lists every VM, templates included, in every vCenter, for which
+// match holds, from the indexes alone; follows says whether an index
+// follows what match reads (an error: it cannot tell). The list is
+// complete only when every index follows it and is current; otherwise the
+// VMs found so far come with an IncompleteError about key.
+func (inv *Inventory) vmsWhere(key string, follows func(*Index) error, match func(*ident) bool) ([]KeyOwner, error) {
 	var out []KeyOwner
 	var causes []error
 	for _, ix := range inv.indexes {
-		if ix.keyProp == "" {
-			causes = append(causes, fmt.Errorf("vCenter %q: kubelet key fingerprints are not followed (Options.KubeletKeyProperty is empty)", ix.VCenter()))
+		if err := follows(ix); err != nil {
+			causes = append(causes, err)
 			continue
 		}
 		// The status first, as in find: data read after it is at least as new.
@@ -43,7 +59,7 @@ func (inv *Inventory) KeyOwners(fingerprint string) ([]KeyOwner, error) {
 		}
 		ix.store.read(func(d *data) {
 			for _, id := range d.vms {
-				if id.kubeletKey != "" && strings.EqualFold(id.kubeletKey, fingerprint) {
+				if match(id) {
 					out = append(out, KeyOwner{VCenter: ix.VCenter(), Name: id.name, UUID: uuidString(id.uuid), Template: id.template, NodeName: id.nodeName,
 						Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref}})
 				}
@@ -52,7 +68,7 @@ func (inv *Inventory) KeyOwners(fingerprint string) ([]KeyOwner, error) {
 	}
 	slices.SortFunc(out, func(a, b KeyOwner) int { return strings.Compare(a.String(), b.String()) })
 	if len(causes) > 0 {
-		return out, &IncompleteError{Key: "kubelet key fingerprint " + fingerprint, Causes: causes}
+		return out, &IncompleteError{Key: key, Causes: causes}
 	}
 	return out, nil
 }
@@ -95,28 +111,12 @@ func (inv *Inventory) BoundName(vc string, ref types.ManagedObjectReference) (st
 // current and follows the key; otherwise the VMs found so far come with
 // an IncompleteError.
 func (inv *Inventory) BoundTo(node string) ([]KeyOwner, error) {
-	var out []KeyOwner
-	var causes []error
-	for _, ix := range inv.indexes {
-		if ix.nameProp == "" {
-			causes = append(causes, fmt.Errorf("vCenter %q: Node names in extraConfig are not followed (Options.NodeNameProperty is empty)", ix.VCenter()))
-			continue
-		}
-		if ok, _, err := ix.Status(); !ok {
-			causes = append(causes, err)
-		}
-		ix.store.read(func(d *data) {
-			for _, id := range d.vms {
-				if id.nodeName != "" && strings.EqualFold(id.nodeName, node) {
-					out = append(out, KeyOwner{VCenter: ix.VCenter(), Name: id.name, UUID: uuidString(id.uuid), Template: id.template, NodeName: id.nodeName,
-						Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: id.ref}})
-				}
+	return inv.vmsWhere("Node name "+node,
+		func(ix *Index) error {
+			if ix.nameProp == "" {
+				return fmt.Errorf("vCenter %q: Node names in extraConfig are not followed (Options.NodeNameProperty is empty)", ix.VCenter())
 			}
-		})
-	}
-	slices.SortFunc(out, func(a, b KeyOwner) int { return strings.Compare(a.String(), b.String()) })
-	if len(causes) > 0 {
-		return out, &IncompleteError{Key: "Node name " + node, Causes: causes}
-	}
-	return out, nil
+			return nil
+		},
+		func(id *ident) bool { return id.nodeName != "" && strings.EqualFold(id.nodeName, node) })
 }

@@ -1,7 +1,6 @@
 package inventory_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -17,20 +16,9 @@ import (
 func TestNodeNameFollowed(t *testing.T) {
 	const keyKey, nameKey = "guestinfo.vsphere-ccm.kubelet-client-key", "k8s.node-name"
 	e := connect(t, "", nil, vcsim.Spec{Name: "vc-a", Hosts: 1, VMs: 3})
-	client, err := e.pool.Client("vc-a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := func(opts inventory.Options) *inventory.Inventory {
 		opts.MaxWait = time.Second
-		inv := inventory.New([]inventory.Client{client}, opts)
-		ctx, stop := context.WithCancel(e.ctx)
-		inv.Start(ctx)
-		t.Cleanup(func() { stop(); inv.Wait() })
-		if err := inv.WaitForSync(e.ctx); err != nil {
-			t.Fatal(err)
-		}
-		return inv
+		return newInventory(t, e, opts)
 	}
 	inv := start(inventory.Options{KubeletKeyProperty: keyKey, NodeNameProperty: nameKey})
 	vc := e.fleet.VCenter("vc-a")

@@ -131,15 +131,11 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 			flags: map[string]string{"--cloud-provider": "vsphere"}, memLimit: o.memLimit, truth: true})
 	}
 	ccms = append(ccms, ccm{name: "zero-cost", binary: zero, config: "--answers=" + answersPath})
-	pinned := false
-	if o.pinned {
-		undo, ok, err := pinApart(&e)
-		if err != nil {
-			return nil, err
-		}
-		defer undo()
-		pinned = ok
+	undo, pinned, err := pinApart(&e, o.pinned)
+	if err != nil {
+		return nil, err
 	}
+	defer undo()
 	rates := defaultChurn(vms, len(chosen))
 	fmt.Printf("churn per minute: %+v (seed %d)\n", rates, o.seed)
 

@@ -63,9 +63,10 @@ func writeAnswers(path string, vms []vcsim.VM) error {
 // pinApart puts this process (the simulated vCenters, the kubelets'
 // writes) on CPU 0 and the API server and etcd on the others, and sets
 // e.pinCCM so that the CCMs started go there too, as on separate
-// machines. It returns the undo, and false with fewer than 2 CPUs.
-func pinApart(e *env) (func(), bool, error) {
-	if runtime.NumCPU() < 2 {
+// machines. It returns the undo, and false when not asked (on) or with
+// fewer than 2 CPUs.
+func pinApart(e *env, on bool) (func(), bool, error) {
+	if !on || runtime.NumCPU() < 2 {
 		return func() {}, false, nil
 	}
 	others := make([]int, 0, runtime.NumCPU()-1)

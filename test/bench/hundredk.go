@@ -99,15 +99,11 @@ func hundredK(ctx context.Context, e env, o hundredKOptions, zero string) ([]rep
 	if err := writeAnswers(answersPath, chosen); err != nil {
 		return nil, err
 	}
-	pinned := false
-	if o.pinned {
-		undo, ok, err := pinApart(&e)
-		if err != nil {
-			return nil, err
-		}
-		defer undo()
-		pinned = ok
+	undo, pinned, err := pinApart(&e, o.pinned)
+	if err != nil {
+		return nil, err
 	}
+	defer undo()
 
 	type round struct{ ours, base, floor hundredKRun }
 	var rounds []round

@@ -162,11 +162,7 @@ func TestKubeletIdentity(t *testing.T) {
 	h.waitInitialized(t, vms[0])
 
 	// Denied: the reason on the request, a Warning event, the metric.
-	for _, tc := range []struct {
-		name   string
-		setup  func() (*ecdsa.PrivateKey, string) // the key, and the Node name asked for
-		reason string
-	}{
+	h.expectDenied(t, boot, ccm, []deniedCase{
 		{"a token holder in no VM", func() (*ecdsa.PrivateKey, string) {
 			k, _ := kubeletKey(t)
 			return k, vms[1].Name
@@ -182,20 +178,7 @@ func TestKubeletIdentity(t *testing.T) {
 			h.publish(t, vms[5], f)
 			return k, vms[4].Name
 		}, clientcsr.ReasonSeveralVMs},
-	} {
-		k, node := tc.setup()
-		name := requestClientCert(t, h.ctx, boot, k, node)
-		cond, cert := h.clientVerdict(t, name)
-		if cond.Type != certificatesv1.CertificateDenied || cond.Reason != tc.reason || len(cert) != 0 {
-			t.Errorf("%s: %s %s (%s), want denied %s", tc.name, cond.Type, cond.Reason, cond.Message, tc.reason)
-			continue
-		}
-		h.waitEvent(t, name, tc.reason)
-		series := `vsphere_ccm_client_csr_decisions_total{decision="deny",reason="` + tc.reason + `"}`
-		if v := ccm.Gauge(series); v != 1 {
-			t.Errorf("%s: %s %v, want 1", tc.name, series, v)
-		}
-	}
+	})
 
 	// A Node that reports another VM's machine: not initialized, kept.
 	impostor := vms[6].Name
@@ -229,7 +212,7 @@ func TestKubeletIdentityByNameKey(t *testing.T) {
 	}
 	h.startSigner(t)
 	boot := h.bootstrap(t)
-	h.startCCM()
+	ccm := h.startCCM()
 	vms := h.fleet.VMs()
 	bind := func(vm vcsim.VM, node string) {
 		t.Helper()
@@ -250,11 +233,7 @@ func TestKubeletIdentityByNameKey(t *testing.T) {
 	asNode.Name = "worker-a"
 	h.waitInitialized(t, asNode)
 
-	for _, tc := range []struct {
-		name   string
-		setup  func() (*ecdsa.PrivateKey, string)
-		reason string
-	}{
+	h.expectDenied(t, boot, ccm, []deniedCase{
 		{"the VM's own name against its key", func() (*ecdsa.PrivateKey, string) {
 			bind(vms[1], "worker-b")
 			k, f := kubeletKey(t)
@@ -266,14 +245,7 @@ func TestKubeletIdentityByNameKey(t *testing.T) {
 			h.publish(t, vms[2], f)
 			return k, vms[2].Name
 		}, clientcsr.ReasonNoNodeName},
-	} {
-		k, node := tc.setup()
-		name := requestClientCert(t, h.ctx, boot, k, node)
-		cond, cert := h.clientVerdict(t, name)
-		if cond.Type != certificatesv1.CertificateDenied || cond.Reason != tc.reason || len(cert) != 0 {
-			t.Errorf("%s: %s %s (%s), want denied %s", tc.name, cond.Type, cond.Reason, cond.Message, tc.reason)
-		}
-	}
+	})
 
 	// A Node named like vms[3] reporting it, though its key names another.
 	bind(vms[3], "worker-d")
@@ -284,5 +256,33 @@ func TestKubeletIdentityByNameKey(t *testing.T) {
 	must.OK(t, err)
 	if n.Spec.ProviderID != "" {
 		t.Errorf("Node %s initialized as %s", impostor, n.Spec.ProviderID)
+	}
+}
+
+// deniedCase is a bootstrap request that must be denied for reason:
+// setup returns its key and the Node name it asks for.
+type deniedCase struct {
+	name   string
+	setup  func() (*ecdsa.PrivateKey, string)
+	reason string
+}
+
+// expectDenied makes each case's request and checks its denial: the
+// reason on the request, no certificate, a Warning event, the metric.
+func (h *harness) expectDenied(t *testing.T, boot kubernetes.Interface, ccm *ccm, cases []deniedCase) {
+	t.Helper()
+	for _, tc := range cases {
+		k, node := tc.setup()
+		name := requestClientCert(t, h.ctx, boot, k, node)
+		cond, cert := h.clientVerdict(t, name)
+		if cond.Type != certificatesv1.CertificateDenied || cond.Reason != tc.reason || len(cert) != 0 {
+			t.Errorf("%s: %s %s (%s), want denied %s", tc.name, cond.Type, cond.Reason, cond.Message, tc.reason)
+			continue
+		}
+		h.waitEvent(t, name, tc.reason)
+		series := `vsphere_ccm_client_csr_decisions_total{decision="deny",reason="` + tc.reason + `"}`
+		if v := ccm.Gauge(series); v != 1 {
+			t.Errorf("%s: %s %v, want 1", tc.name, series, v)
+		}
 	}
 }
