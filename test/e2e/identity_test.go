@@ -133,16 +133,7 @@ func (h *harness) clientVerdict(t *testing.T, name string) (certificatesv1.Certi
 // Node reporting another VM's machine is not initialized, and kept.
 func TestKubeletIdentity(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.configTail = "nodes:\n  identity:\n    approveClientCertificates: true\n    keyPublishTimeout: 5s\n"
-	h.writeConfig(nil)
-	for _, u := range h.manifests("node-identity") {
-		_, err := h.resources(t)(u).Create(h.ctx, u, metav1.CreateOptions{})
-		must.OK(t, err)
-	}
-	h.startSigner(t)
-	boot := h.bootstrap(t)
-	ccm := h.startCCM()
+	h, boot, ccm := startIdentity(t, "")
 	vms := h.fleet.VMs()
 
 	// A truthful VM: its guest published its kubelet's key.
@@ -203,16 +194,7 @@ func TestKubeletIdentity(t *testing.T) {
 func TestKubeletIdentityByNameKey(t *testing.T) {
 	t.Parallel()
 	const nameKey = "k8s.node-name"
-	h := setup(t)
-	h.configTail = "nodes:\n  identity:\n    approveClientCertificates: true\n    keyPublishTimeout: 5s\n    nodeNameKey: " + nameKey + "\n"
-	h.writeConfig(nil)
-	for _, u := range h.manifests("node-identity") {
-		_, err := h.resources(t)(u).Create(h.ctx, u, metav1.CreateOptions{})
-		must.OK(t, err)
-	}
-	h.startSigner(t)
-	boot := h.bootstrap(t)
-	ccm := h.startCCM()
+	h, boot, ccm := startIdentity(t, "    nodeNameKey: "+nameKey+"\n")
 	vms := h.fleet.VMs()
 	bind := func(vm vcsim.VM, node string) {
 		t.Helper()
@@ -285,4 +267,22 @@ func (h *harness) expectDenied(t *testing.T, boot kubernetes.Interface, ccm *ccm
 			t.Errorf("%s: %s %v, want 1", tc.name, series, v)
 		}
 	}
+}
+
+// startIdentity starts a fleet, the signer and the CCM with
+// nodes.identity on (keyPublishTimeout 5s, and more lines of the identity
+// section), its RBAC applied, and returns the harness, a bootstrap
+// token's client and the CCM.
+func startIdentity(t *testing.T, more string) (*harness, kubernetes.Interface, *ccm) {
+	t.Helper()
+	h := setup(t)
+	h.configTail = "nodes:\n  identity:\n    approveClientCertificates: true\n    keyPublishTimeout: 5s\n" + more
+	h.writeConfig(nil)
+	for _, u := range h.manifests("node-identity") {
+		_, err := h.resources(t)(u).Create(h.ctx, u, metav1.CreateOptions{})
+		must.OK(t, err)
+	}
+	h.startSigner(t)
+	boot := h.bootstrap(t)
+	return h, boot, h.startCCM()
 }
