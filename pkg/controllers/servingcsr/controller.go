@@ -89,6 +89,10 @@ type Controller struct {
 
 	mu      sync.Mutex
 	pending map[string]waiting // by request name
+	// waiter is the request that waits for each Node (one at most: a
+	// newer one supersedes it), so that a Node's change and a new
+	// request find it without a pass over every waiting request.
+	waiter map[string]string
 
 	// parsed are requests' specs read, by UID: a request is retried at
 	// every inventory change, and its spec never changes.
@@ -143,7 +147,7 @@ func New(kube kubernetes.Interface, csrs certinformers.CertificateSigningRequest
 		opts.Clock = clock.RealClock{}
 	}
 	c := &Controller{kube: kube, csrs: csrs.Lister(), nodes: nodes.Lister(), cluster: cluster, facts: facts, notices: notices, opts: opts,
-		pending: map[string]waiting{}, parsed: lru.New(4096),
+		pending: map[string]waiting{}, waiter: map[string]string{}, parsed: lru.New(4096),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.RetryMin, opts.RetryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: opts.Clock})}
@@ -176,7 +180,13 @@ func New(kube kubernetes.Interface, csrs certinformers.CertificateSigningRequest
 		},
 		// A Node gone may be what another Node's request waits for (a
 		// second Node on its VM): every waiting request is retried.
-		DeleteFunc: func(any) { c.retryPending() },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			c.enqueueNode(obj)
+			c.retryPending()
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: Node event handler: %w", Name, err)
@@ -191,7 +201,7 @@ func (c *Controller) enqueue(obj any) {
 	}
 }
 
-// enqueueNode queues the requests of a Node that wait.
+// enqueueNode queues the request that waits for a Node, if any.
 func (c *Controller) enqueueNode(obj any) {
 	n, ok := obj.(*v1.Node)
 	if !ok {
@@ -199,19 +209,30 @@ func (c *Controller) enqueueNode(obj any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name, w := range c.pending {
-		if w.node == n.Name {
-			c.queue.Add(name)
-		}
+	if name, ok := c.waiter[n.Name]; ok {
+		c.queue.Add(name)
 	}
 }
 
-// retryPending queues every request that waits.
+// waitsForItsNode tells the reasons only a change of the request's own
+// Node ends (enqueueNode retries them, and the back-off): no inventory
+// change or other Node's deletion does, so retryPending leaves them be.
+// While thousands of Nodes register and initialize, their requests wait
+// for this, and retrying them all at every inventory change would queue
+// every one ahead of those that can be decided.
+func waitsForItsNode(reason string) bool {
+	return reason == "NodeNotFound" || reason == "NodeNotInitialized"
+}
+
+// retryPending queues every request that waits for something other than
+// its own Node.
 func (c *Controller) retryPending() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name := range c.pending {
-		c.queue.Add(name)
+	for name, w := range c.pending {
+		if !waitsForItsNode(w.reason) {
+			c.queue.Add(name)
+		}
 	}
 }
 
@@ -346,17 +367,19 @@ func (c *Controller) wait(name, node string, created time.Time, reason string) (
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	prev, ok := c.pending[name]
-	for other, w := range c.pending {
-		if other == name || w.node != node {
-			continue
-		}
+	if other, found := c.waiter[node]; found && other != name {
+		w := c.pending[other]
 		if w.created.After(created) || (w.created.Equal(created) && other > name) {
 			return false, true
 		}
 		delete(c.pending, other)
 		c.opts.Metrics.pendingMoved(w.reason, "")
 	}
+	if ok && prev.node != node && c.waiter[prev.node] == name {
+		delete(c.waiter, prev.node) // a request's Node never changes; kept consistent all the same
+	}
 	c.pending[name] = waiting{node: node, reason: reason, created: created}
+	c.waiter[node] = name
 	c.opts.Metrics.pendingMoved(prev.reason, reason)
 	return !ok || prev.reason != reason, false
 }
@@ -367,6 +390,9 @@ func (c *Controller) settle(name string) {
 	defer c.mu.Unlock()
 	if w, ok := c.pending[name]; ok {
 		delete(c.pending, name)
+		if c.waiter[w.node] == name {
+			delete(c.waiter, w.node)
+		}
 		c.opts.Metrics.pendingMoved(w.reason, "")
 	}
 }

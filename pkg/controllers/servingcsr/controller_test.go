@@ -3,8 +3,10 @@ package servingcsr
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -320,5 +322,67 @@ func TestRetryPace(t *testing.T) {
 	poll.True(t, "retried at the next signal", func() bool { clk.Step(time.Second); return facts.calls() >= 4 })
 	if got := facts.calls(); got != 4 {
 		t.Fatalf("decided %d times, want 4: two signals within a pace are one pass", got)
+	}
+}
+
+// TestWaiters: the requests that wait are found by their Node, a newer
+// request of a Node supersedes the older, and an inventory change
+// retries only the requests that wait for something other than their own
+// Node (a Node not registered or not initialized yet waits for its Node's
+// change, not for vCenter).
+func TestWaiters(t *testing.T) {
+	kube := fake.NewClientset()
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	cluster, err := NewClusterIndex(kube, inf.Core().V1().Nodes(), ClusterOptions{ServiceCIDRAPI: true})
+	must.OK(t, err)
+	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), cluster, fakeFacts{}, newNotices(),
+		Options{Recorder: record.NewFakeRecorder(10)})
+	must.OK(t, err)
+	defer c.queue.ShutDown()
+	queued := func() []string {
+		var out []string
+		for c.queue.Len() > 0 {
+			name, _ := c.queue.Get()
+			c.queue.Done(name)
+			out = append(out, name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	node := func(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
+	c.wait("a", "worker-1", t0, "NodeNotInitialized")
+	c.wait("b", "worker-2", t0, "VMUnknown")
+	c.wait("c", "worker-3", t0, "NodeNotFound")
+	c.retryPending()
+	if got := queued(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("an inventory change queued %v, want [b]: a and c wait for their own Nodes", got)
+	}
+	c.enqueueNode(node("worker-1"))
+	c.enqueueNode(node("worker-9"))
+	if got := queued(); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("worker-1's and worker-9's changes queued %v, want [a]", got)
+	}
+
+	if _, superseded := c.wait("a2", "worker-1", t0.Add(time.Second), "NodeNotInitialized"); superseded {
+		t.Fatal("the newer request of worker-1 superseded")
+	}
+	if _, superseded := c.wait("a", "worker-1", t0, "NodeNotInitialized"); !superseded {
+		t.Error("the older request of worker-1 not superseded by the newer")
+	}
+	want := map[string]string{"a2": "NodeNotInitialized", "b": "VMUnknown", "c": "NodeNotFound"}
+	if got := c.Pending(); !maps.Equal(got, want) {
+		t.Errorf("pending %v, want %v", got, want)
+	}
+	c.settle("a2")
+	c.enqueueNode(node("worker-1"))
+	if got := queued(); len(got) != 0 {
+		t.Errorf("worker-1's change queued %v once its request was settled, want nothing", got)
+	}
+	c.wait("b", "worker-2", t0, "IPOwnersUnknown") // the same request, a new reason: still worker-2's waiter
+	c.enqueueNode(node("worker-2"))
+	if got := queued(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("worker-2's change queued %v, want [b]", got)
 	}
 }
