@@ -132,6 +132,7 @@ func (ix *Index) scope(ctx context.Context, c *vim25.Client) (roots, extra []typ
 		// A view holds what is below its root, not the root: the root
 		// folder is read on its own (a tag on it is on every host chain).
 		root := c.ServiceContent.RootFolder
+		ix.scopeRoots.Store(&[]types.ManagedObjectReference{root})
 		return []types.ManagedObjectReference{root}, []types.ManagedObjectReference{root}, nil
 	}
 	f := find.NewFinder(c, false)
@@ -139,6 +140,7 @@ func (ix *Index) scope(ctx context.Context, c *vim25.Client) (roots, extra []typ
 	defer func() {
 		if err == nil {
 			ix.scopeNames.Store(&names)
+			ix.scopeRoots.Store(&roots)
 		}
 	}()
 	for _, name := range vc.Datacenters {

@@ -67,6 +67,11 @@ type Index struct {
 	// resolved them (a datacenter may be configured by name, inventory path
 	// or managed object ID: datacenter-21); nil until the first scope.
 	scopeNames atomic.Pointer[[]string]
+	// scopeRoots are the roots of the views (the configured datacenters,
+	// or the root folder) at the last sync start; nil until the first.
+	scopeRoots atomic.Pointer[[]types.ManagedObjectReference]
+	// holders are the snapshots of address holders (AddressHolders).
+	holders holdersCache
 }
 
 // DatacenterNames are the names of the datacenters in scope: the

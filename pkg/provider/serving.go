@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
@@ -96,15 +97,16 @@ func (p *Provider) IPOwners(ip netip.Addr) ([]inventory.IPOwner, error) {
 	return p.inv.IPOwners(ip)
 }
 
-// SearchIP asks every vCenter, in all its datacenters, which VMs (by
-// their primary guest address) and which ESXi hosts (by their VMkernel
-// adapters) have ip: two requests per vCenter (inventory.SearchIP). An
-// error means a vCenter could not answer.
-func (p *Provider) SearchIP(ctx context.Context, ip netip.Addr) ([]inventory.AddressHolder, error) {
+// AddressHolders tells which ESXi hosts (by their VMkernel adapters) and
+// which VMs outside the configured datacenters (by their primary guest
+// address) have ip, in every vCenter, from a snapshot read after
+// notBefore (inventory.Inventory.AddressHolders). An error means a
+// vCenter could not answer.
+func (p *Provider) AddressHolders(ctx context.Context, ip netip.Addr, notBefore time.Time) ([]inventory.AddressHolder, error) {
 	if !p.ready() {
 		return nil, p.notReady()
 	}
-	return p.inv.SearchIP(ctx, ip)
+	return p.inv.AddressHolders(ctx, ip, notBefore)
 }
 
 // ConfirmAbsent asks every vCenter, in all its datacenters, for a VM with

@@ -48,10 +48,10 @@ func (s *switchFacts) IPOwners(ctx context.Context, ip netip.Addr) ([]string, er
 	return s.facts.IPOwners(ctx, ip)
 }
 
-func (s *switchFacts) IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, error) {
+func (s *switchFacts) IPHolders(ctx context.Context, ip netip.Addr, notBefore time.Time) ([]Holder, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.facts.IPHolders(ctx, ip)
+	return s.facts.IPHolders(ctx, ip, notBefore)
 }
 
 // notices fire on demand.
@@ -240,8 +240,8 @@ func (d *downFor) IPOwners(ctx context.Context, ip netip.Addr) ([]string, error)
 	return d.facts.IPOwners(ctx, ip)
 }
 
-func (d *downFor) IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, error) {
-	return d.facts.IPHolders(ctx, ip)
+func (d *downFor) IPHolders(ctx context.Context, ip netip.Addr, notBefore time.Time) ([]Holder, error) {
+	return d.facts.IPHolders(ctx, ip, notBefore)
 }
 
 func containsPrefix(list []string, p string) bool {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -67,7 +68,7 @@ type Holder struct {
 }
 
 // Facts answers from the inventory, without a vSphere request when it is
-// current (ProviderFacts), except IPHolders, which asks every vCenter. An
+// current (ProviderFacts), except IPHolders, which reads every vCenter. An
 // error wrapping ErrUnknown means the answer cannot be told now (a
 // vCenter down, an inventory not synced, a VM found twice): the request
 // waits; any other error is a definite answer.
@@ -77,10 +78,10 @@ type Facts interface {
 	// IPOwners are the IDs of the VMs, in every configured datacenter,
 	// whose guest reports ip on any adapter.
 	IPOwners(ctx context.Context, ip netip.Addr) ([]string, error)
-	// IPHolders are the VMs (by their primary guest address) and ESXi
-	// hosts (by their VMkernel adapters) that vCenter's search finds with
-	// ip, in every datacenter, configured or not.
-	IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, error)
+	// IPHolders are the ESXi hosts (by their VMkernel adapters) and the
+	// VMs outside the configured datacenters (by their primary guest
+	// address) that have ip, as vCenter told after notBefore.
+	IPHolders(ctx context.Context, ip netip.Addr, notBefore time.Time) ([]Holder, error)
 }
 
 // Owner is what in the cluster holds an address or a name: Reason is the
@@ -191,7 +192,7 @@ func Decide(ctx context.Context, req Request, node *v1.Node, facts Facts, cluste
 	// Last, as it asks every vCenter: only for a request every other
 	// check approves.
 	for _, ip := range req.IPs {
-		if v, done := checkHolders(ctx, ip, vm, facts); done {
+		if v, done := checkHolders(ctx, req, ip, vm, facts); done {
 			return v
 		}
 	}
@@ -288,10 +289,11 @@ func checkIP(ctx context.Context, req Request, ip netip.Addr, vm VM, facts Facts
 	return Verdict{}, false
 }
 
-// checkHolders asks vCenter which VMs, in any datacenter, and which ESXi
-// hosts have ip; done when that decides.
-func checkHolders(ctx context.Context, ip netip.Addr, vm VM, facts Facts) (Verdict, bool) {
-	holders, err := facts.IPHolders(ctx, ip)
+// checkHolders asks vCenter which ESXi hosts and which VMs out of the
+// inventories' scope have ip, after the request was made; done when that
+// decides.
+func checkHolders(ctx context.Context, req Request, ip netip.Addr, vm VM, facts Facts) (Verdict, bool) {
+	holders, err := facts.IPHolders(ctx, ip, req.Created)
 	if err != nil {
 		return pending("IPOwnersUnknown", "which VMs and ESXi hosts have IP %s cannot be told now: %v", ip, err), true
 	}
@@ -300,7 +302,7 @@ func checkHolders(ctx context.Context, ip netip.Addr, vm VM, facts Facts) (Verdi
 		case h.Host:
 			return deny("HostIP", "IP SAN %s is the address of %s (a VMkernel adapter), never a Node's", ip, h.What), true
 		case h.ID != vm.ID:
-			return deny("SharedIP", "IP SAN %s is also the address of %s (found by vCenter's search, in any datacenter)", ip, h.What), true
+			return deny("SharedIP", "IP SAN %s is also the address of %s (in a datacenter out of the config's scope)", ip, h.What), true
 		}
 	}
 	return Verdict{}, false

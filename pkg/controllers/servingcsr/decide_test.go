@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +41,7 @@ func (f fakeFacts) IPOwners(_ context.Context, ip netip.Addr) ([]string, error) 
 	return f.owners[ip], f.ipErr
 }
 
-func (f fakeFacts) IPHolders(_ context.Context, ip netip.Addr) ([]Holder, error) {
+func (f fakeFacts) IPHolders(_ context.Context, ip netip.Addr, _ time.Time) ([]Holder, error) {
 	if f.searched != nil {
 		*f.searched++
 	}

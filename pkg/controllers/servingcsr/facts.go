@@ -19,7 +19,7 @@ import (
 type Identities interface {
 	ServingIdentity(ctx context.Context, node *v1.Node) (provider.ServingIdentity, error)
 	IPOwners(ip netip.Addr) ([]inventory.IPOwner, error)
-	SearchIP(ctx context.Context, ip netip.Addr) ([]inventory.AddressHolder, error)
+	AddressHolders(ctx context.Context, ip netip.Addr, notBefore time.Time) ([]inventory.AddressHolder, error)
 	ConfirmAbsent(ctx context.Context, node *v1.Node) error
 }
 
@@ -31,9 +31,10 @@ var _ Identities = (*provider.Provider)(nil)
 type ProviderFacts struct {
 	Provider Identities
 	// recent holds, for RecentFor, the answers of vCenter's direct
-	// searches (by IP, and a VM found outside the inventories), so that
-	// pending requests retried at every inventory change do not search
-	// every vCenter each time.
+	// searches for a VM the inventories miss, so that pending requests
+	// retried at every inventory change do not search every vCenter each
+	// time. (Address holders are read in snapshots that every request
+	// shares: inventory.Inventory.AddressHolders.)
 	recent *cache.LRUExpireCache
 }
 
@@ -86,12 +87,8 @@ func (f ProviderFacts) IPOwners(_ context.Context, ip netip.Addr) ([]string, err
 }
 
 // IPHolders implements Facts.
-func (f ProviderFacts) IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, error) {
-	key := "ip/" + ip.String()
-	if v, ok := f.get(key); ok {
-		return v.([]Holder), nil
-	}
-	found, err := f.Provider.SearchIP(ctx, ip)
+func (f ProviderFacts) IPHolders(ctx context.Context, ip netip.Addr, notBefore time.Time) ([]Holder, error) {
+	found, err := f.Provider.AddressHolders(ctx, ip, notBefore)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnknown, err)
 	}
@@ -99,7 +96,6 @@ func (f ProviderFacts) IPHolders(ctx context.Context, ip netip.Addr) ([]Holder, 
 	for i, h := range found {
 		out[i] = Holder{ID: vmID(h.VCenter, h.Ref), Host: h.Ref.Type == "HostSystem", What: h.String()}
 	}
-	f.add(key, out)
 	return out, nil
 }
 

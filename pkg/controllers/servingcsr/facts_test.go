@@ -23,14 +23,16 @@ import (
 type countingIdentities struct {
 	searches, confirms int
 	absent             bool // the direct search confirms the VM absent
+	notBefore          time.Time
 }
 
 func (c *countingIdentities) ServingIdentity(context.Context, *v1.Node) (provider.ServingIdentity, error) {
 	return provider.ServingIdentity{}, &inventory.NotFoundError{Key: "BIOS UUID", VCenters: []string{"vc-a"}}
 }
 func (c *countingIdentities) IPOwners(netip.Addr) ([]inventory.IPOwner, error) { return nil, nil }
-func (c *countingIdentities) SearchIP(context.Context, netip.Addr) ([]inventory.AddressHolder, error) {
+func (c *countingIdentities) AddressHolders(_ context.Context, _ netip.Addr, notBefore time.Time) ([]inventory.AddressHolder, error) {
 	c.searches++
+	c.notBefore = notBefore
 	return []inventory.AddressHolder{{VCenter: "vc-a", Ref: types.ManagedObjectReference{Type: "HostSystem", Value: "host-9"}}}, nil
 }
 func (c *countingIdentities) ConfirmAbsent(context.Context, *v1.Node) error {
@@ -59,30 +61,33 @@ func TestConfirmedAbsenceReused(t *testing.T) {
 	}
 }
 
-// TestProviderFactsReuse: vCenter's direct searches are reused for
-// RecentFor, so requests retried at every inventory change do not search
-// every vCenter each time; after it, vCenter is asked again.
+// TestProviderFactsReuse: a direct search for a VM the inventories miss
+// is reused for RecentFor, so requests retried at every inventory change
+// do not search every vCenter each time; after it, vCenter is asked
+// again. Address holders are asked of the inventory every time, with the
+// request's time (the inventory shares its snapshots: TestAddressHolders).
 func TestProviderFactsReuse(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	ids := &countingIdentities{}
 	f := ProviderFacts{Provider: ids, recent: cache.NewLRUExpireCacheWithClock(16, clk)}
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4211a1b2-0000-4000-8000-000000000001"}}
 	ip := netip.MustParseAddr("10.0.0.5")
+	asked := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	for range 3 {
 		if _, err := f.NodeVM(context.Background(), node); !errors.Is(err, ErrUnknown) {
 			t.Fatalf("a VM the inventories miss but a search finds: %v, want cannot be told now", err)
 		}
-		if h, err := f.IPHolders(context.Background(), ip); err != nil || len(h) != 1 || !h[0].Host {
+		if h, err := f.IPHolders(context.Background(), ip, asked); err != nil || len(h) != 1 || !h[0].Host {
 			t.Fatalf("holders %+v, %v", h, err)
 		}
 	}
-	if ids.confirms != 1 || ids.searches != 1 {
-		t.Fatalf("%d absence checks and %d IP searches for 3 decisions within RecentFor, want 1 and 1", ids.confirms, ids.searches)
+	if ids.confirms != 1 || ids.searches != 3 || !ids.notBefore.Equal(asked) {
+		t.Fatalf("%d absence checks and %d holder reads (not before %v) for 3 decisions within RecentFor, want 1 and 3 (not before %v)",
+			ids.confirms, ids.searches, ids.notBefore, asked)
 	}
 	clk.Step(RecentFor + time.Second)
 	_, _ = f.NodeVM(context.Background(), node)
-	_, _ = f.IPHolders(context.Background(), ip)
-	if ids.confirms != 2 || ids.searches != 2 {
-		t.Fatalf("%d absence checks and %d IP searches after RecentFor, want 2 and 2", ids.confirms, ids.searches)
+	if ids.confirms != 2 {
+		t.Fatalf("%d absence checks after RecentFor, want 2", ids.confirms)
 	}
 }

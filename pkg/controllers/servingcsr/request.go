@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
@@ -55,6 +56,9 @@ type Request struct {
 	Node     string
 	DNSNames []string
 	IPs      []netip.Addr
+	// Created is when the request was made: vCenter's answers about its
+	// addresses are read after it.
+	Created time.Time
 }
 
 // signableUsages are the sets of usages the kubelet-serving signer signs
@@ -155,7 +159,7 @@ func Parse(csr *certificatesv1.CertificateSigningRequest) (Request, *Verdict) {
 	if n := len(x.DNSNames) + len(x.IPAddresses); n > MaxSANs {
 		return deny("TooManySANs", "%d SANs: a kubelet asks for its host names and addresses, a handful; at most %d are checked", n, MaxSANs)
 	}
-	req := Request{Node: name, DNSNames: x.DNSNames}
+	req := Request{Node: name, DNSNames: x.DNSNames, Created: csr.CreationTimestamp.Time}
 	for _, d := range x.DNSNames {
 		if err := dnsSANProblem(d); err != "" {
 			return deny("SANNotAllowed", "DNS SAN %q: %s", d, err)

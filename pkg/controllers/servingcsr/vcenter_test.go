@@ -79,7 +79,8 @@ func TestDecideAgainstVCenters(t *testing.T) {
 	defer cancel() // before Shutdown: the informers stop with ctx
 	poll.True(t, "the cluster's informers synced", cluster.HasSynced)
 	decide := func(vm vcsim.VM, dns []string, ips ...string) Verdict {
-		req := Request{Node: vm.Name, DNSNames: dns}
+		// Made now: vCenter's address holders are read after it.
+		req := Request{Node: vm.Name, DNSNames: dns, Created: time.Now()}
 		for _, s := range ips {
 			req.IPs = append(req.IPs, netip.MustParseAddr(s))
 		}
