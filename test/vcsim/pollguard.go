@@ -3,9 +3,11 @@ package vcsim
 import (
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,11 +30,32 @@ import (
 // the first has returned. It also ends a session's polls before the
 // session logs out, and a collector's before it is destroyed: the
 // simulator panics in a poll whose filter is gone.
+//
+// And it gives the collector real vCenter's versions. The simulator
+// answers every poll with the version "-" and forgets the updates it
+// answered with, so an answer lost on the way (a connection cut, a
+// client's deadline) loses its updates for good. A real vCenter's
+// versions may be used more than once: "Re-using a version allows a
+// client to recover a change sequence after a transient failure on a
+// previous invocation" (vSphere API reference, UpdateSet.truncated). The
+// guard numbers the versions it hands out per collector and keeps the
+// last answer that carried updates; a poll made again with the version
+// that answer was made for (its client never got it) is answered with it.
 type pollGuard struct {
 	next http.HandlerFunc // the simulator's ServeSDK
 
-	mu   sync.Mutex
-	busy map[string]*running // collector (session cookie + NUL + moref) -> its poll
+	mu       sync.Mutex
+	busy     map[string]*running // collector (session cookie + NUL + moref) -> its poll
+	versions map[string]*versions
+}
+
+// versions are a collector's: how many were handed out, and the last
+// answer with updates, for a poll made again with the version it was
+// made for.
+type versions struct {
+	issued    int
+	askedWith string // the version the last answer with updates was made for ("": none kept)
+	answer    *httptest.ResponseRecorder
 }
 
 // running is a poll the simulator serves.
@@ -53,11 +76,15 @@ const cancelRetry = 50 * time.Millisecond
 // endsPolls the requests that end a session's collectors or filters.
 var (
 	waitForUpdatesThis = regexp.MustCompile(`<WaitForUpdatesEx[^>]*>\s*<_this[^>]*>([^<]+)</_this>`)
+	// pollVersion is the version a poll is made with (absent: the
+	// initial one); answerVersion, the version of an answer with updates.
+	pollVersion   = regexp.MustCompile(`(<version[^>]*>)([^<]*)(</version>)`)
+	answerVersion = regexp.MustCompile(`(<returnval[^>]*>\s*<version[^>]*>)([^<]*)(</version>)`)
 	endsPolls          = regexp.MustCompile(`<(Logout[\s/>]|DestroyPropertyCollector[^>]*>\s*<_this[^>]*>([^<]+)</_this>)`)
 )
 
 func newPollGuard(next http.HandlerFunc) *pollGuard {
-	return &pollGuard{next: next, busy: map[string]*running{}}
+	return &pollGuard{next: next, busy: map[string]*running{}, versions: map[string]*versions{}}
 }
 
 func (g *pollGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -85,6 +112,21 @@ func (g *pollGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return // this poll's own client is gone: nobody to answer
 	}
+	version := ""
+	if v := pollVersion.FindSubmatch(body); v != nil {
+		version = string(v[2])
+	}
+	if answer := g.lost(key, version); answer != nil {
+		g.release(key, p)
+		copyAnswer(w, answer)
+		return
+	}
+	if version != "" {
+		// The simulator's own version, whatever the client holds.
+		body = pollVersion.ReplaceAll(body, []byte("${1}-${3}"))
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	}
+	answer := httptest.NewRecorder()
 	served := make(chan struct{})
 	watched := make(chan struct{})
 	// Deferred: should the simulator panic in the poll anyway (net/http
@@ -92,6 +134,9 @@ func (g *pollGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// before the collector is released: a late cancel would end the next
 	// poll (the simulator keeps the last poll's cancel function).
 	defer g.release(key, p)
+	// Numbered and kept before the collector is released: a poll made
+	// again at once must find it.
+	defer func() { copyAnswer(w, g.answered(key, version, answer)) }()
 	defer func() { <-watched }()
 	defer close(served)
 	go func() {
@@ -104,13 +149,67 @@ func (g *pollGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		g.cancel(r, this, served)
 	}()
-	g.next(w, r)
+	g.next(answer, r)
+}
+
+// lost returns the answer kept for a poll made again with the version it
+// was made for, if any.
+func (g *pollGuard) lost(key, version string) *httptest.ResponseRecorder {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if v := g.versions[key]; v != nil && version != "" && v.askedWith == version {
+		return v.answer
+	}
+	return nil
+}
+
+// answered numbers the version of an answer with updates and keeps it
+// for a poll made again with version; any other answer (no updates, a
+// fault) is the client's to repeat its version after, so none is kept.
+func (g *pollGuard) answered(key, version string, answer *httptest.ResponseRecorder) *httptest.ResponseRecorder {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	v := g.versions[key]
+	if v == nil {
+		v = &versions{}
+		g.versions[key] = v
+	}
+	body := answer.Body.Bytes()
+	if answer.Code != http.StatusOK || !answerVersion.Match(body) {
+		v.askedWith, v.answer = "", nil
+		return answer
+	}
+	v.issued++
+	numbered := httptest.NewRecorder()
+	maps.Copy(numbered.Header(), answer.Header())
+	numbered.Header().Del("Content-Length")
+	numbered.WriteHeader(answer.Code)
+	_, _ = numbered.Write(answerVersion.ReplaceAll(body, []byte("${1}"+strconv.Itoa(v.issued)+"${3}")))
+	v.askedWith, v.answer = version, numbered
+	if version == "" {
+		v.askedWith = "" // the initial version is always served anew
+		v.answer = nil
+	}
+	return numbered
+}
+
+// copyAnswer writes a recorded answer to w.
+func copyAnswer(w http.ResponseWriter, answer *httptest.ResponseRecorder) {
+	maps.Copy(w.Header(), answer.Header())
+	w.Header().Del("Content-Length")
+	w.WriteHeader(answer.Code)
+	_, _ = w.Write(answer.Body.Bytes())
 }
 
 // end cancels the polls whose key starts with prefix (a session, or a
 // session's collector) and waits until they have returned.
 func (g *pollGuard) end(prefix string) {
 	g.mu.Lock()
+	for k := range g.versions {
+		if strings.HasPrefix(k, prefix) {
+			delete(g.versions, k)
+		}
+	}
 	var polls []*running
 	for k, p := range g.busy {
 		if strings.HasPrefix(k, prefix) {

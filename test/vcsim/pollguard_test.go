@@ -191,3 +191,76 @@ func TestPollGuard(t *testing.T) {
 	next("logout")
 	<-logoutDone
 }
+
+// TestLostAnswerRedelivered: as a real vCenter, the simulator behind the
+// guard answers a poll made again with the version of an answer its
+// client never got with that answer, so no update is lost; every answer
+// with updates carries a new version, and a poll with the newest version
+// gets only what changed after.
+func TestLostAnswerRedelivered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := Start(ctx, Spec{Name: "vc-a", Hosts: 1, VMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	v := f.VCenter("vc-a")
+	c, err := login(ctx, t, v, v.User, v.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := v.VMs[0]
+	pc, err := property.DefaultCollector(c).Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: vm.Ref}},
+		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"guest.hostName"}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(version string, seconds int32) *types.UpdateSet {
+		t.Helper()
+		res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference(), Version: version,
+			Options: &types.WaitOptions{MaxWaitSeconds: &seconds}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Returnval
+	}
+	hostName := func(set *types.UpdateSet) string {
+		for _, fs := range set.FilterSet {
+			for _, o := range fs.ObjectSet {
+				for _, ch := range o.ChangeSet {
+					if ch.Name == "guest.hostName" {
+						return fmt.Sprint(ch.Val)
+					}
+				}
+			}
+		}
+		return ""
+	}
+	first := wait("", 0)
+	v.SetGuest(vm.Ref, "renamed-1", nil)
+	lost := wait(first.Version, 10) // its client "never got it"
+	if lost == nil || hostName(lost) != "renamed-1" || lost.Version == first.Version {
+		t.Fatalf("the change: %+v, want guest.hostName renamed-1 under a new version", lost)
+	}
+	again := wait(first.Version, 10)
+	if again == nil || hostName(again) != "renamed-1" || again.Version != lost.Version {
+		t.Fatalf("polled again with the version of the lost answer: %+v, want that answer (renamed-1, version %s)", again, lost.Version)
+	}
+	v.SetGuest(vm.Ref, "renamed-2", nil)
+	next := wait(again.Version, 10)
+	if next == nil || hostName(next) != "renamed-2" || next.Version == again.Version {
+		t.Fatalf("polled with the newest version: %+v, want only the next change (renamed-2) under a new version", next)
+	}
+	if none := wait(next.Version, 0); none != nil {
+		t.Fatalf("nothing changed since: %+v, want no update", none)
+	}
+	if none := wait(next.Version, 0); none != nil {
+		t.Fatalf("polled again after an answer without updates: %+v, want none (nothing is replayed)", none)
+	}
+}
