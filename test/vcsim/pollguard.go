@@ -80,7 +80,7 @@ var (
 	// initial one); answerVersion, the version of an answer with updates.
 	pollVersion   = regexp.MustCompile(`(<version[^>]*>)([^<]*)(</version>)`)
 	answerVersion = regexp.MustCompile(`(<returnval[^>]*>\s*<version[^>]*>)([^<]*)(</version>)`)
-	endsPolls          = regexp.MustCompile(`<(Logout[\s/>]|DestroyPropertyCollector[^>]*>\s*<_this[^>]*>([^<]+)</_this>)`)
+	endsPolls     = regexp.MustCompile(`<(Logout[\s/>]|DestroyPropertyCollector[^>]*>\s*<_this[^>]*>([^<]+)</_this>)`)
 )
 
 func newPollGuard(next http.HandlerFunc) *pollGuard {
