@@ -42,8 +42,13 @@ type dayOptions struct {
 	// reference is the reference CCM's binary: "" builds it (hack/refnode's
 	// module, the reference's newest source), "none" leaves it out.
 	reference string
-	memLimit  int64
-	pinned    bool
+	// referenceKept: the reference starts on the Nodes this CCM
+	// initialized (a cluster switched to it) instead of initializing
+	// them: it cannot initialize thousands of Nodes of this fleet within
+	// the init timeout, and its steady state is what is measured.
+	referenceKept bool
+	memLimit      int64
+	pinned        bool
 }
 
 // dayWindow is what one round of the churn cost.
@@ -66,7 +71,9 @@ type dayRun struct {
 	// initialized is how many Nodes it initialized (fewer than nodes when
 	// it ran out of -day-init-timeout: then it had no churn).
 	initialized int
-	windows     []dayWindow
+	// kept: it started on the Nodes the CCM before it initialized.
+	kept    bool
+	windows []dayWindow
 	// delays are, by kind of change, from the change in vSphere to the
 	// Node showing it; unseen counts those never shown by the end.
 	delays map[string][]time.Duration
@@ -113,6 +120,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 		flags                map[string]string
 		memLimit             int64
 		truth                bool
+		keeps                bool // starts on the Nodes the CCM before it initialized
 	}
 	ccms := []ccm{{name: "vsphere CCM", binary: e.ccm, config: cfgPath, memLimit: o.memLimit, truth: true}}
 	switch o.reference {
@@ -128,7 +136,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 		fallthrough
 	default:
 		ccms = append(ccms, ccm{name: "reference CCM", binary: o.reference, config: cfgPath,
-			flags: map[string]string{"--cloud-provider": "vsphere"}, memLimit: o.memLimit, truth: true})
+			flags: map[string]string{"--cloud-provider": "vsphere"}, memLimit: o.memLimit, truth: true, keeps: o.referenceKept})
 	}
 	ccms = append(ccms, ccm{name: "zero-cost", binary: zero, config: "--answers=" + answersPath})
 	undo, pinned, err := pinApart(&e, o.pinned)
@@ -140,6 +148,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 	fmt.Printf("churn per minute: %+v (seed %d)\n", rates, o.seed)
 
 	alive := chosen
+	left := false // the CCM before left its Nodes initialized
 	var runs []dayRun
 	for i, c := range ccms {
 		fmt.Printf("\n-- %s: %d Nodes, then %v of churn in rounds of %v\n", c.name, len(alive), o.duration, o.window)
@@ -151,7 +160,7 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 		}
 		maps.Copy(flags, c.flags)
 		ch := newChurn(fleet, e.kube, alive, chosen, rates, o.seed, i)
-		r, err := runDay(ctx, e, c.name, c.binary, c.config, flags, c.memLimit, ch, o, len(fleet.VCenters))
+		r, err := runDay(ctx, e, c.name, c.binary, c.config, flags, c.memLimit, ch, o, len(fleet.VCenters), c.keeps && left)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
@@ -159,6 +168,11 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 		runs = append(runs, r)
 		printDay([]dayRun{r}, len(fleet.VMs()), o, "this CCM's run alone") // kept if a later run fails
 		alive = ch.Nodes()
+		// The next CCM starts on these Nodes, as initialized, if it keeps
+		// them and every one was.
+		if left = i+1 < len(ccms) && ccms[i+1].keeps && r.initialized == r.nodes; left {
+			continue
+		}
 		if err := deleteNodes(ctx, e.kube); err != nil {
 			return nil, err
 		}
@@ -188,8 +202,10 @@ func day(ctx context.Context, e env, o dayOptions, zero string) ([]report, error
 	return reports, nil
 }
 
-// runDay runs one CCM through initialization and the churn.
-func runDay(ctx context.Context, e env, name, binary, config string, flags map[string]string, memLimit int64, ch *churn, o dayOptions, vcenters int) (dayRun, error) {
+// runDay runs one CCM through initialization and the churn; kept: it
+// starts on the Nodes the CCM before it initialized (a switched
+// cluster), which ch's Node VMs are.
+func runDay(ctx context.Context, e env, name, binary, config string, flags map[string]string, memLimit int64, ch *churn, o dayOptions, vcenters int, kept bool) (dayRun, error) {
 	r := dayRun{name: name, delays: map[string][]time.Duration{}, unseen: map[string]int{}}
 	var envs []string
 	if memLimit > 0 {
@@ -220,28 +236,12 @@ func runDay(ctx context.Context, e env, name, binary, config string, flags map[s
 	}
 	nodes := ch.Nodes()
 	r.nodes = len(nodes)
-	start := time.Now()
-	registered := make(chan error, 1)
-	go func() { registered <- registerReady(ctx, e.kube, nodes) }()
-	times, err := watchInitTimes(ctx, e.kube, nodes, start, o.initTimeout)
-	if errors.Is(err, errTimeout) && ctx.Err() == nil {
-		// Measured too: how far it got. No churn for it.
-		r.initialized, r.init = len(times), time.Since(start)
-		fmt.Printf("%s: %d of %d Nodes initialized in %v; no churn for it\n", name, len(times), len(nodes), r.init.Round(time.Second))
-		<-registered
-		return r, nil
-	}
-	if err != nil {
-		return r, fmt.Errorf("%w\n%s", err, tail(p.LogText(), 3000))
-	}
-	r.initialized = len(times)
-	// The kubelets' Ready writes end before anything is counted: they
-	// are Node changes this process made.
-	if err := <-registered; err != nil {
+	if kept {
+		r.initialized, r.kept = len(nodes), true
+		fmt.Printf("%s: starts on the %d Nodes the CCM before it initialized (a switched cluster)\n", name, len(nodes))
+	} else if err := initializeDay(ctx, e, p, name, nodes, o, &r); err != nil || r.initialized < r.nodes {
 		return r, err
 	}
-	r.init = quantile(times, 1)
-	fmt.Printf("%s: %d Nodes initialized in %v\n", name, len(nodes), r.init.Round(100*time.Millisecond))
 
 	// Counted from a quiet moment: the CCM has made no Node write for 5
 	// seconds (its last writes of the initialization done), so that no
@@ -677,4 +677,32 @@ func (w *nodeWatcher) relistCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.relists
+}
+
+// initializeDay registers nodes as kubelets would and waits until the
+// CCM has initialized them, or o.initTimeout has passed (measured too:
+// how far it got; r.initialized says).
+func initializeDay(ctx context.Context, e env, p *ccmproc.Process, name string, nodes []vcsim.VM, o dayOptions, r *dayRun) error {
+	start := time.Now()
+	registered := make(chan error, 1)
+	go func() { registered <- registerReady(ctx, e.kube, nodes) }()
+	times, err := watchInitTimes(ctx, e.kube, nodes, start, o.initTimeout)
+	if errors.Is(err, errTimeout) && ctx.Err() == nil {
+		r.initialized, r.init = len(times), time.Since(start)
+		fmt.Printf("%s: %d of %d Nodes initialized in %v; no churn for it\n", name, len(times), len(nodes), r.init.Round(time.Second))
+		<-registered
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(p.LogText(), 3000))
+	}
+	r.initialized = len(times)
+	// The kubelets' Ready writes end before anything is counted: they
+	// are Node changes this process made.
+	if err := <-registered; err != nil {
+		return err
+	}
+	r.init = quantile(times, 1)
+	fmt.Printf("%s: %d Nodes initialized in %v\n", name, len(nodes), r.init.Round(100*time.Millisecond))
+	return nil
 }

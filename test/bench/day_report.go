@@ -71,6 +71,9 @@ func printDay(runs []dayRun, vms int, o dayOptions, mode string) {
 	row("", func(r dayRun) string { return r.name })
 	row("Nodes; rounds", func(r dayRun) string { return fmt.Sprintf("%d; %d", r.nodes, len(r.windows)) })
 	row("initialization (every Node), s", func(r dayRun) string {
+		if r.kept {
+			return "kept (switched)"
+		}
 		if r.initialized < r.nodes {
 			return fmt.Sprintf("%d of %d in %.0f: stopped", r.initialized, r.nodes, r.init.Seconds())
 		}

@@ -110,6 +110,7 @@ func main() {
 	flag.DurationVar(&do.initTimeout, "day-init-timeout", 30*time.Minute, "day: how long each CCM gets to initialize the Nodes (one that runs out is reported as far as it got, and has no churn)")
 	flag.Uint64Var(&do.seed, "day-seed", 1, "day: seed of the churn")
 	flag.StringVar(&do.reference, "day-reference", "", `day: the reference CCM binary ("": build it from hack/refnode's module; "none": leave it out)`)
+	flag.BoolVar(&do.referenceKept, "day-reference-kept", true, "day: the reference starts on the Nodes this CCM initialized (a switched cluster) instead of initializing them")
 	flag.DurationVar(&do.latency, "day-latency", 20*time.Millisecond, "day: delay of every SOAP call of the simulated vCenters")
 	flag.BoolVar(&do.pinned, "day-pin", true, "day: the simulated vCenters and the churn on CPU 0, the API server, etcd and the CCM on the others")
 	csrCold := flag.Bool("csr-cold", false, "csr: every kubelet asks as soon as it registers, while the Nodes initialize")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -368,6 +370,7 @@ func (s *soak) inject(ctx context.Context, duration time.Duration) error {
 					if err != nil {
 						return fmt.Errorf("fault %q: %w", k.name, err)
 					}
+					s.journal("fault %s", k.name)
 					s.count(s.faults, k.name)
 					if rev != nil {
 						s.reverts = append(s.reverts, *rev)
@@ -398,6 +401,7 @@ func (s *soak) dueReverts(ctx context.Context, now time.Time) error {
 		if err := r.fn(ctx); err != nil {
 			return fmt.Errorf("undo %q: %w", r.what, err)
 		}
+		s.journal("undone: %s", r.what)
 	}
 	return nil
 }
@@ -435,6 +439,7 @@ func (s *soak) pickVM() (nodeVM, bool) {
 			return n, false
 		}
 		if s.hold("vm/" + n.name) {
+			s.journal("picked %s (%s %s)", n.name, n.vc, n.ref.Value)
 			return n, true
 		}
 	}
@@ -586,4 +591,15 @@ func sortedKeys(m map[string]int) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// journal appends a timestamped line to the work directory's faults.log:
+// what was done to whom and when, to read beside the replicas' logs.
+func (s *soak) journal(format string, args ...any) {
+	f, err := os.OpenFile(filepath.Join(s.work, "faults.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }

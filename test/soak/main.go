@@ -95,7 +95,7 @@ func run(ctx context.Context, seed uint64, duration time.Duration, binary string
 		return faultErr
 	}
 	if settleErr != nil {
-		return fmt.Errorf("%w (CCM logs in %s; run with -keep to keep them)", settleErr, work)
+		return fmt.Errorf("%w (CCM logs and faults.log, what was done to whom and when, in %s; run with -keep to keep them)", settleErr, work)
 	}
 	return nil
 }
