@@ -375,7 +375,7 @@ func (s *soak) settle(ctx context.Context) error {
 		}
 	}
 	if last != nil {
-		s.fail("labels not true %v after the faults stopped: %v%s", settleWithin, last, s.whyKept())
+		s.fail("labels not true %v after the faults stopped: %v%s", settleWithin, last, s.whyKept(ctx))
 	}
 	s.checkLogins()
 	s.sampleResources("end")
@@ -384,24 +384,45 @@ func (s *soak) settle(ctx context.Context) error {
 }
 
 // whyKept is, for each Node of a destroyed VM still there, the last word
-// of the leader on it (InstanceExists' verdict), so that a failure is
-// diagnosed from its message alone.
-func (s *soak) whyKept() string {
+// of the leader on it (InstanceExists' verdict, or the last line naming
+// it), so that a failure is diagnosed from its message alone.
+func (s *soak) whyKept(ctx context.Context) string {
 	p := s.ccms[s.leader()]
 	if p == nil {
 		return ""
 	}
+	list, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "\n  (Nodes not listed: " + err.Error() + ")"
+	}
+	present := map[string]bool{}
+	for _, n := range list.Items {
+		present[n.Name] = true
+	}
 	log := strings.Split(p.LogText(), "\n")
 	var b strings.Builder
 	for _, want := range s.truth.nodes() {
-		if want.exists {
+		if want.exists || !present[want.name] {
 			continue
 		}
-		for i := len(log) - 1; i >= 0; i-- {
+		last := -1
+		for i := len(log) - 1; i >= 0 && last < 0; i-- {
 			if strings.Contains(log[i], `node="`+want.name+`"`) && strings.Contains(log[i], "exists.go") {
-				fmt.Fprintf(&b, "\n  %s, last verdict on %s: %s", p, want.name, log[i])
-				break
+				last = i
 			}
+		}
+		if last >= 0 {
+			fmt.Fprintf(&b, "\n  %s, last verdict on %s: %s", p, want.name, log[last])
+			continue
+		}
+		for i := len(log) - 1; i >= 0 && last < 0; i-- {
+			if strings.Contains(log[i], want.name) {
+				last = i
+			}
+		}
+		fmt.Fprintf(&b, "\n  %s gave no verdict on %s (InstanceExists found its VM, or was not asked)", p, want.name)
+		if last >= 0 {
+			fmt.Fprintf(&b, "; the last line naming it: %s", log[last])
 		}
 	}
 	return b.String()
