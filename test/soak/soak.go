@@ -401,6 +401,15 @@ func (s *soak) whyKept(ctx context.Context) string {
 	}
 	log := strings.Split(p.LogText(), "\n")
 	var b strings.Builder
+	// What the leader's inventories hold, beside the truth.
+	if text, err := p.Get("/metrics"); err == nil {
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(line, "vsphere_ccm_inventory_vms{") || strings.HasPrefix(line, "vsphere_ccm_inventory_sync_age_seconds{") ||
+				strings.HasPrefix(line, "vsphere_ccm_inventory_full_reads_total{") || strings.HasPrefix(line, "vsphere_ccm_vcenter_up{") {
+				fmt.Fprintf(&b, "\n  %s: %s", p, line)
+			}
+		}
+	}
 	for _, want := range s.truth.nodes() {
 		if want.exists || !present[want.name] {
 			continue
