@@ -79,9 +79,9 @@ func (inv *Inventory) AddressHolders(ctx context.Context, ip netip.Addr, notBefo
 
 // holdersSnapshot is one read of a vCenter's address holders.
 type holdersSnapshot struct {
-	started time.Time
-	byIP    map[netip.Addr][]types.ManagedObjectReference
-	err     error
+	started, ended time.Time
+	byIP           map[netip.Addr][]types.ManagedObjectReference
+	err            error
 }
 
 // holdersCache keeps an index's last snapshot and the read in flight.
@@ -89,19 +89,21 @@ type holdersCache struct {
 	mu       sync.Mutex
 	last     *holdersSnapshot
 	inflight chan struct{} // closed when the read in flight ends; nil: none
-	since    time.Time     // when the read in flight started
 }
 
 // get returns a snapshot started at or after notBefore (clamped to now)
-// and less than HoldersFor old, reading one if need be. A read failed
-// after notBefore is the answer too: its error.
+// and less than HoldersFor old, reading one if need be. A failed read is
+// the answer only to the calls that waited for it: a later call reads
+// again.
 func (h *holdersCache) get(ctx context.Context, ix *Index, notBefore time.Time) (*holdersSnapshot, error) {
-	if now := ix.clock.Now(); notBefore.After(now) {
-		notBefore = now // a clock ahead of ours (the API server's) must not ask for the future
+	called := ix.clock.Now()
+	if notBefore.After(called) {
+		notBefore = called // a clock ahead of ours (the API server's) must not ask for the future
 	}
 	for {
 		h.mu.Lock()
-		if s := h.last; s != nil && !s.started.Before(notBefore) && ix.clock.Since(s.started) < HoldersFor {
+		if s := h.last; s != nil && !s.started.Before(notBefore) && ix.clock.Since(s.started) < HoldersFor &&
+			(s.err == nil || !s.ended.Before(called)) {
 			h.mu.Unlock()
 			return s, s.err
 		}
@@ -116,8 +118,8 @@ func (h *holdersCache) get(ctx context.Context, ix *Index, notBefore time.Time) 
 			}
 		}
 		done := make(chan struct{})
-		h.inflight, h.since = done, ix.clock.Now()
-		started := h.since
+		h.inflight = done
+		started := ix.clock.Now()
 		h.mu.Unlock()
 
 		// Not the caller's context: the read serves every caller that
@@ -126,7 +128,7 @@ func (h *holdersCache) get(ctx context.Context, ix *Index, notBefore time.Time) 
 		byIP, err := ix.readHolders(rctx)
 		cancel()
 		h.mu.Lock()
-		h.last = &holdersSnapshot{started: started, byIP: byIP, err: err}
+		h.last = &holdersSnapshot{started: started, ended: ix.clock.Now(), byIP: byIP, err: err}
 		h.inflight = nil
 		close(done)
 		h.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/inventory"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/must"
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/poll"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/vcsim"
 )
 
@@ -22,7 +23,8 @@ import (
 // at once share one read per vCenter; a change is seen by an address
 // asked for after it, while one asked for before reuses the snapshot
 // until HoldersFor has passed; a vCenter down is an error naming it,
-// the others' holders still returned.
+// the others' holders still returned, and once it is back it is read
+// again.
 func TestAddressHolders(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	e := connect(t, "", map[string][]string{"vc-a": {"datacenters: [dc-2]"}},
@@ -129,4 +131,15 @@ func TestAddressHolders(t *testing.T) {
 	if len(h) != 1 || h[0].Ref.Type != "HostSystem" {
 		t.Errorf("vc-c down: holders %v, want vc-b's host still", h)
 	}
+	// Back: a failed read is not reused by a later call, however recent.
+	must.OK(t, c.SetMode(vcsim.Up))
+	asked = clk.Now()
+	clk.Step(time.Millisecond)
+	// Until the pool has reconnected to vc-c; each call after a failed
+	// read reads again.
+	poll.True(t, "vc-c's holders read again", func() bool {
+		clk.Step(time.Millisecond)
+		_, err := ask(vmk, asked)
+		return err == nil
+	})
 }
