@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -24,29 +25,8 @@ import (
 // for 50 s, and two polls together race on the collector's pending
 // updates), and the new poll gets the next update.
 func TestAbandonedPollEnds(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f, err := Start(ctx, Spec{Name: "vc-a", Hosts: 1, VMs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v := f.VCenter("vc-a")
-	c, err := login(ctx, t, v, v.User, v.Password)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, v, c, pc := hostNameCollector(t)
 	vm := v.VMs[0]
-	pc, err := property.DefaultCollector(c).Create(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
-		ObjectSet: []types.ObjectSpec{{Obj: vm.Ref}},
-		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"guest.hostName"}}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
 	first, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference()})
 	if err != nil {
 		t.Fatal(err)
@@ -198,29 +178,8 @@ func TestPollGuard(t *testing.T) {
 // with updates carries a new version, and a poll with the newest version
 // gets only what changed after.
 func TestLostAnswerRedelivered(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f, err := Start(ctx, Spec{Name: "vc-a", Hosts: 1, VMs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	v := f.VCenter("vc-a")
-	c, err := login(ctx, t, v, v.User, v.Password)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, v, c, pc := hostNameCollector(t)
 	vm := v.VMs[0]
-	pc, err := property.DefaultCollector(c).Create(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
-		ObjectSet: []types.ObjectSpec{{Obj: vm.Ref}},
-		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"guest.hostName"}}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
 	wait := func(version string, seconds int32) *types.UpdateSet {
 		t.Helper()
 		res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference(), Version: version,
@@ -263,4 +222,33 @@ func TestLostAnswerRedelivered(t *testing.T) {
 	if none := wait(next.Version, 0); none != nil {
 		t.Fatalf("polled again after an answer without updates: %+v, want none (nothing is replayed)", none)
 	}
+}
+
+// hostNameCollector starts a vCenter of one VM, logs in, and creates a
+// collector with a filter on the VM's guest.hostName.
+func hostNameCollector(t *testing.T) (context.Context, *VCenter, *vim25.Client, *property.Collector) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	f, err := Start(ctx, Spec{Name: "vc-a", Hosts: 1, VMs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	v := f.VCenter("vc-a")
+	c, err := login(ctx, t, v, v.User, v.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := property.DefaultCollector(c).Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: v.VMs[0].Ref}},
+		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"guest.hostName"}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, v, c, pc
 }
