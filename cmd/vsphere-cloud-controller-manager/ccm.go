@@ -160,7 +160,7 @@ func servingCSRController(ev *nodeevents.Recorder, m *servingcsr.Metrics) app.Co
 				if err != nil {
 					return nil, false, err
 				}
-				go c.Run(ctx, 2)
+				go c.Run(ctx, servingcsr.Workers)
 				return nil, true, nil
 			}
 		},

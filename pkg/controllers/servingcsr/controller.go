@@ -41,6 +41,12 @@ const ClientName = "serving-csr-controller"
 // Component is the source of the events it records on requests.
 const Component = "vsphere-cloud-controller-manager"
 
+// Workers is how many requests are decided at once. A decision is
+// mostly one API write (the approval) and what the inventories answer
+// from memory: thousands of kubelets asking at once (a new cluster, a
+// new CA) wait on the API server's answers, not on the CPU.
+const Workers = 8
+
 // Notices tell when what Facts answer may have changed (the provider).
 type Notices interface {
 	// Changed is closed at the next inventory change, then replaced.
@@ -335,6 +341,11 @@ func (c *Controller) sync(ctx context.Context, name string) (bool, error) {
 			log.V(2).Info("Serving certificate request waits", "reason", v.Reason, "message", v.Message)
 			c.record(csr, node, v)
 		}
+		if waitsForItsNode(v.Reason) && c.nodeChangedSince(req.Node, node) {
+			// Changed between the read and wait: its event found no
+			// waiter to queue.
+			c.queue.Add(name)
+		}
 		return true, nil
 	}
 	if err := c.conclude(ctx, csr, v); err != nil {
@@ -384,6 +395,21 @@ func (c *Controller) wait(name, node string, created time.Time, reason string) (
 	return !ok || prev.reason != reason, false
 }
 
+// nodeChangedSince tells whether the Node named differs from read (nil:
+// it did not exist then), as the informer holds it now.
+func (c *Controller) nodeChangedSince(name string, read *v1.Node) bool {
+	now, err := c.nodes.Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return read != nil
+	case err != nil:
+		return false // the back-off retries it
+	case read == nil:
+		return true
+	}
+	return now.ResourceVersion != read.ResourceVersion
+}
+
 // settle forgets a request that no longer waits.
 func (c *Controller) settle(name string) {
 	c.mu.Lock()
@@ -398,9 +424,18 @@ func (c *Controller) settle(name string) {
 }
 
 // record counts a verdict and sends its events, on the request and on
-// its Node (when it exists).
+// its Node (when it exists). An approval sends none: the request's
+// Approved condition says who approved it and why, as
+// kube-controller-manager's approver leaves it, and thousands of
+// kubelets asking at once (a new cluster, a new CA) would otherwise
+// cost two event writes each, on the API server the approvals wait on.
+// A denial or a request that waits is what an operator acts on: those
+// are events.
 func (c *Controller) record(csr *certificatesv1.CertificateSigningRequest, node *v1.Node, v *Verdict) {
 	c.opts.Metrics.decided(v)
+	if v.Decision == Approve {
+		return
+	}
 	reason, eventType := "ServingCertificate"+eventWord[v.Decision], v1.EventTypeNormal
 	if v.Decision == Deny {
 		eventType = v1.EventTypeWarning

@@ -208,11 +208,16 @@ func TestController(t *testing.T) {
 	for len(events.Events) > 0 {
 		got = append(got, <-events.Events)
 	}
-	for _, want := range []string{"Normal ServingCertificateApproved Proven", "Warning ServingCertificateDenied IPNotNodes",
+	for _, want := range []string{"Warning ServingCertificateDenied IPNotNodes",
 		"Warning ServingCertificateDenied NotANode", "Normal ServingCertificatePending VMUnknown"} {
 		if !containsPrefix(got, want) {
 			t.Errorf("no event %q in %q", want, got)
 		}
+	}
+	// An approval is its condition, not an event (thousands at once would
+	// cost two event writes each).
+	if containsPrefix(got, "Normal ServingCertificateApproved") {
+		t.Errorf("an approval sent an event: %q", got)
 	}
 }
 
@@ -384,5 +389,45 @@ func TestWaiters(t *testing.T) {
 	c.enqueueNode(node("worker-2"))
 	if got := queued(); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("worker-2's change queued %v, want [b]", got)
+	}
+}
+
+// TestNodeChangedSince: a request that waits for its own Node is queued
+// again when the Node changed between the read its decision used and the
+// moment it was recorded as waiting (that change's event found no waiter
+// to queue).
+func TestNodeChangedSince(t *testing.T) {
+	kube := fake.NewClientset()
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	cluster, err := NewClusterIndex(kube, inf.Core().V1().Nodes(), ClusterOptions{ServiceCIDRAPI: true})
+	must.OK(t, err)
+	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), cluster, fakeFacts{}, newNotices(),
+		Options{Recorder: record.NewFakeRecorder(10)})
+	must.OK(t, err)
+	defer c.queue.ShutDown()
+	store := inf.Core().V1().Nodes().Informer().GetIndexer()
+	at := func(rv string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", ResourceVersion: rv}}
+	}
+	for _, tc := range []struct {
+		name       string
+		now, read  *v1.Node // nil: absent
+		wantChange bool
+	}{
+		{"unchanged", at("1"), at("1"), false},
+		{"updated since", at("2"), at("1"), true},
+		{"registered since", at("1"), nil, true},
+		{"deleted since", nil, at("1"), true},
+		{"still absent", nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			must.OK(t, store.Replace(nil, ""))
+			if tc.now != nil {
+				must.OK(t, store.Add(tc.now))
+			}
+			if got := c.nodeChangedSince("worker-1", tc.read); got != tc.wantChange {
+				t.Errorf("changed: %v, want %v", got, tc.wantChange)
+			}
+		})
 	}
 }
