@@ -111,19 +111,66 @@ func (v *VCenter) Unhide(refs ...types.ManagedObjectReference) {
 	vis.mu.Unlock()
 
 	ctx := v.Model.Service.Context
+	var back []mo.Reference
 	for _, obj := range ctx.Map.All("") {
 		ref := obj.Reference()
 		if vis.isHidden(ctx, ref) {
 			continue
 		}
 		for _, cv := range containers {
-			if !slices.Contains(viewOf(ctx, cv), ref) {
-				cv.PutObject(ctx, obj) // only if it is of the view's types and under its root
+			if !slices.Contains(viewOf(ctx, cv), ref) && holds(ctx, cv, obj) {
+				// Not cv.PutObject: its update of the view makes the
+				// simulator re-read its filters' objects at the next poll,
+				// which drops the leaves pending for objects gone since
+				// (a VM destroyed while no poll was under way): a real
+				// vCenter reports those. The collectors are told below.
+				ctx.WithLock(cv, func() { cv.View = append(cv.View, ref) })
+				back = append(back, obj)
 			}
+		}
+	}
+	vis.mu.Lock()
+	var collectors []*simulator.PropertyCollector
+	for pc := range vis.collectors {
+		collectors = append(collectors, pc)
+	}
+	vis.mu.Unlock()
+	for _, pc := range collectors {
+		for _, obj := range back {
+			pc.PutObject(ctx, obj) // an update of kind enter: the next poll reads the views again for it
 		}
 	}
 	for _, lv := range lists {
 		lv.restore(ctx, vis)
+	}
+}
+
+// holds tells whether a container view holds obj by its definition: of
+// one of its types, and below its root (a child of it, when not
+// recursive).
+func holds(ctx *simulator.Context, cv *simulator.ContainerView, obj mo.Reference) bool {
+	var root types.ManagedObjectReference
+	var kinds []string
+	var recursive bool
+	ctx.WithLock(cv, func() { root, kinds, recursive = cv.Container, cv.Type, cv.Recursive })
+	if len(kinds) > 0 && !slices.Contains(kinds, obj.Reference().Type) {
+		return false
+	}
+	for cur := obj; ; {
+		e, ok := cur.(mo.Entity)
+		if !ok || e.Entity().Parent == nil {
+			return false
+		}
+		parent := *e.Entity().Parent
+		if parent == root {
+			return true
+		}
+		if !recursive {
+			return false
+		}
+		if cur = ctx.Map.Get(parent); cur == nil {
+			return false
+		}
 	}
 }
 

@@ -176,3 +176,39 @@ func destroy(ctx context.Context, t *testing.T, vc *VCenter, ref types.ManagedOb
 		t.Fatal(err)
 	}
 }
+
+// TestUnhideKeepsLeaves: a VM destroyed while no poll is under way, then
+// another VM given back by Unhide before the next poll: that poll reports
+// both, the destroyed VM's leave and the other's enter. (The simulator
+// re-reads a filter's objects when its view changes and drops the leaves
+// pending for objects no longer there: Unhide must not make it.)
+func TestUnhideKeepsLeaves(t *testing.T) {
+	ctx, vc, c := loggedIn(t, 3)
+	w := watch(ctx, t, c, vc.RootFolder())
+	hidden, destroyed := vc.VMs[0], vc.VMs[1]
+	vc.Hide(hidden.Ref)
+	w.next(ctx, t)
+	if w.in[hidden.Ref] {
+		t.Fatal("a hidden VM did not leave the view")
+	}
+	vm := object.NewVirtualMachine(vc.Admin(), destroyed.Ref)
+	if task, err := vm.PowerOff(ctx); err == nil {
+		_ = task.Wait(ctx)
+	}
+	task, err := vm.Destroy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vc.Unhide(hidden.Ref)
+	for range 3 { // the two may come in one answer or two
+		w.next(ctx, t)
+		if !w.in[destroyed.Ref] && w.in[hidden.Ref] {
+			return
+		}
+	}
+	t.Errorf("after the destruction and Unhide: destroyed VM in the view %v (want false), unhidden VM %v (want true)",
+		w.in[destroyed.Ref], w.in[hidden.Ref])
+}
