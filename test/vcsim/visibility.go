@@ -323,9 +323,48 @@ func (m *hidingViewManager) CreateContainerView(ctx *simulator.Context, req *typ
 		m.vis.mu.Lock()
 		m.vis.containers = append(m.vis.containers, cv)
 		m.vis.mu.Unlock()
+		ctx.Map.AddHandler(&viewKeeper{cv: cv, vis: m.vis}) // in place of the view's own handler
 	}
 	return body
 }
+
+// viewKeeper keeps a container view's objects as objects come and go,
+// in place of the simulator's own handler, whose update of the view when
+// an object is created makes it re-read its filters' objects at the next
+// poll and drop the leaves pending for objects destroyed meanwhile (a VM
+// cloned and another destroyed between two polls: the destroyed one
+// never leaves the client's view). A real vCenter reports both. The
+// collectors are told of a new object directly (an update of kind enter,
+// after it is in the view).
+type viewKeeper struct {
+	cv  *simulator.ContainerView
+	vis *visibility
+}
+
+func (k *viewKeeper) Reference() types.ManagedObjectReference { return k.cv.Reference() }
+
+func (k *viewKeeper) PutObject(ctx *simulator.Context, obj mo.Reference) {
+	ref := obj.Reference()
+	if k.vis.isHidden(ctx, ref) || slices.Contains(viewOf(ctx, k.cv), ref) || !holds(ctx, k.cv, obj) {
+		return
+	}
+	ctx.WithLock(k.cv, func() { k.cv.View = append(k.cv.View, ref) })
+	k.vis.mu.Lock()
+	var collectors []*simulator.PropertyCollector
+	for pc := range k.vis.collectors {
+		collectors = append(collectors, pc)
+	}
+	k.vis.mu.Unlock()
+	for _, pc := range collectors {
+		pc.PutObject(ctx, obj)
+	}
+}
+
+func (k *viewKeeper) RemoveObject(ctx *simulator.Context, ref types.ManagedObjectReference) {
+	k.cv.RemoveObject(ctx, ref)
+}
+
+func (k *viewKeeper) UpdateObject(*simulator.Context, mo.Reference, []types.PropertyChange) {}
 
 func (m *hidingViewManager) CreateListView(ctx *simulator.Context, req *types.CreateListView) soap.HasFault {
 	visible, hidden := m.vis.split(ctx, req.Obj)

@@ -212,3 +212,34 @@ func TestUnhideKeepsLeaves(t *testing.T) {
 	t.Errorf("after the destruction and Unhide: destroyed VM in the view %v (want false), unhidden VM %v (want true)",
 		w.in[destroyed.Ref], w.in[hidden.Ref])
 }
+
+// TestCloneKeepsLeaves: a VM destroyed and another cloned between two
+// polls: the next polls report both, the leave and the enter.
+func TestCloneKeepsLeaves(t *testing.T) {
+	ctx, vc, c := loggedIn(t, 3)
+	w := watch(ctx, t, c, vc.RootFolder())
+	destroyed := vc.VMs[1]
+	vm := object.NewVirtualMachine(vc.Admin(), destroyed.Ref)
+	if task, err := vm.PowerOff(ctx); err == nil {
+		_ = task.Wait(ctx)
+	}
+	task, err := vm.Destroy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clone, err := vc.Clone(ctx, vc.VMs[0].Ref, "clone-1", "42a1b2c3-0000-4000-8000-0000000000c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the two may come in one answer or two
+		w.next(ctx, t)
+		if !w.in[destroyed.Ref] && w.in[clone] {
+			return
+		}
+	}
+	t.Errorf("after a destruction and a clone: destroyed VM in the view %v (want false), clone %v (want true)",
+		w.in[destroyed.Ref], w.in[clone])
+}
