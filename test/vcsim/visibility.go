@@ -85,13 +85,7 @@ func (v *VCenter) Hide(refs ...types.ManagedObjectReference) {
 	}
 	// The collectors known now, after the views changed: one that
 	// started after this read the views without the hidden objects.
-	vis.mu.Lock()
-	var collectors []*simulator.PropertyCollector
-	for pc := range vis.collectors {
-		collectors = append(collectors, pc)
-	}
-	vis.mu.Unlock()
-	for _, pc := range collectors {
+	for _, pc := range vis.collectorsNow() {
 		for _, r := range gone {
 			pc.RemoveObject(ctx, r) // an update of kind leave where a filter holds r
 		}
@@ -129,13 +123,7 @@ func (v *VCenter) Unhide(refs ...types.ManagedObjectReference) {
 			}
 		}
 	}
-	vis.mu.Lock()
-	var collectors []*simulator.PropertyCollector
-	for pc := range vis.collectors {
-		collectors = append(collectors, pc)
-	}
-	vis.mu.Unlock()
-	for _, pc := range collectors {
+	for _, pc := range vis.collectorsNow() {
 		for _, obj := range back {
 			pc.PutObject(ctx, obj) // an update of kind enter: the next poll reads the views again for it
 		}
@@ -349,13 +337,7 @@ func (k *viewKeeper) PutObject(ctx *simulator.Context, obj mo.Reference) {
 		return
 	}
 	ctx.WithLock(k.cv, func() { k.cv.View = append(k.cv.View, ref) })
-	k.vis.mu.Lock()
-	var collectors []*simulator.PropertyCollector
-	for pc := range k.vis.collectors {
-		collectors = append(collectors, pc)
-	}
-	k.vis.mu.Unlock()
-	for _, pc := range collectors {
+	for _, pc := range k.vis.collectorsNow() {
 		pc.PutObject(ctx, obj)
 	}
 }
@@ -531,4 +513,15 @@ func (s *hidingSearchIndex) FindByInventoryPath(ctx *simulator.Context, req *typ
 
 func (s *hidingSearchIndex) FindChild(ctx *simulator.Context, req *types.FindChild) soap.HasFault {
 	return s.filtered(ctx, s.SearchIndex.FindChild(ctx, req))
+}
+
+// collectorsNow are the collectors that wait for updates, as known now.
+func (vis *visibility) collectorsNow() []*simulator.PropertyCollector {
+	vis.mu.Lock()
+	defer vis.mu.Unlock()
+	out := make([]*simulator.PropertyCollector, 0, len(vis.collectors))
+	for pc := range vis.collectors {
+		out = append(out, pc)
+	}
+	return out
 }

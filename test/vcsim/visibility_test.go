@@ -191,17 +191,7 @@ func TestUnhideKeepsLeaves(t *testing.T) {
 	if w.in[hidden.Ref] {
 		t.Fatal("a hidden VM did not leave the view")
 	}
-	vm := object.NewVirtualMachine(vc.Admin(), destroyed.Ref)
-	if task, err := vm.PowerOff(ctx); err == nil {
-		_ = task.Wait(ctx)
-	}
-	task, err := vm.Destroy(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := task.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	destroy(ctx, t, vc, destroyed.Ref)
 	vc.Unhide(hidden.Ref)
 	for range 3 { // the two may come in one answer or two
 		w.next(ctx, t)
@@ -219,17 +209,7 @@ func TestCloneKeepsLeaves(t *testing.T) {
 	ctx, vc, c := loggedIn(t, 3)
 	w := watch(ctx, t, c, vc.RootFolder())
 	destroyed := vc.VMs[1]
-	vm := object.NewVirtualMachine(vc.Admin(), destroyed.Ref)
-	if task, err := vm.PowerOff(ctx); err == nil {
-		_ = task.Wait(ctx)
-	}
-	task, err := vm.Destroy(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := task.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	destroy(ctx, t, vc, destroyed.Ref)
 	clone, err := vc.Clone(ctx, vc.VMs[0].Ref, "clone-1", "42a1b2c3-0000-4000-8000-0000000000c1")
 	if err != nil {
 		t.Fatal(err)

@@ -336,14 +336,7 @@ func TestRetryPace(t *testing.T) {
 // Node (a Node not registered or not initialized yet waits for its Node's
 // change, not for vCenter).
 func TestWaiters(t *testing.T) {
-	kube := fake.NewClientset()
-	inf := informers.NewSharedInformerFactory(kube, 0)
-	cluster, err := NewClusterIndex(kube, inf.Core().V1().Nodes(), ClusterOptions{ServiceCIDRAPI: true})
-	must.OK(t, err)
-	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), cluster, fakeFacts{}, newNotices(),
-		Options{Recorder: record.NewFakeRecorder(10)})
-	must.OK(t, err)
-	defer c.queue.ShutDown()
+	c, _ := idleController(t)
 	queued := func() []string {
 		var out []string
 		for c.queue.Len() > 0 {
@@ -397,14 +390,7 @@ func TestWaiters(t *testing.T) {
 // moment it was recorded as waiting (that change's event found no waiter
 // to queue).
 func TestNodeChangedSince(t *testing.T) {
-	kube := fake.NewClientset()
-	inf := informers.NewSharedInformerFactory(kube, 0)
-	cluster, err := NewClusterIndex(kube, inf.Core().V1().Nodes(), ClusterOptions{ServiceCIDRAPI: true})
-	must.OK(t, err)
-	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), cluster, fakeFacts{}, newNotices(),
-		Options{Recorder: record.NewFakeRecorder(10)})
-	must.OK(t, err)
-	defer c.queue.ShutDown()
+	c, inf := idleController(t)
 	store := inf.Core().V1().Nodes().Informer().GetIndexer()
 	at := func(rv string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", ResourceVersion: rv}}
@@ -430,4 +416,19 @@ func TestNodeChangedSince(t *testing.T) {
 			}
 		})
 	}
+}
+
+// idleController is a controller on a fake clientset and informers that
+// are never started: its bookkeeping is driven by hand.
+func idleController(t *testing.T) (*Controller, informers.SharedInformerFactory) {
+	t.Helper()
+	kube := fake.NewClientset()
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	cluster, err := NewClusterIndex(kube, inf.Core().V1().Nodes(), ClusterOptions{ServiceCIDRAPI: true})
+	must.OK(t, err)
+	c, err := New(kube, inf.Certificates().V1().CertificateSigningRequests(), inf.Core().V1().Nodes(), cluster, fakeFacts{}, newNotices(),
+		Options{Recorder: record.NewFakeRecorder(10)})
+	must.OK(t, err)
+	t.Cleanup(c.queue.ShutDown)
+	return c, inf
 }
