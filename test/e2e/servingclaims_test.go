@@ -153,8 +153,8 @@ func TestServingCertificatesGuestClaims(t *testing.T) {
 		c := h.fleet.VCenter("vc-c")
 		c.SetGuest(outside.Ref, outside.Name, nics(ip))
 		defer c.SetGuest(outside.Ref, outside.Name, nics(outside.IPv4, outside.IPv6))
-		// Only vCenter's own search sees it: the inventory never reads dc-out.
-		deniedFor(t, claim(t, ip), "SharedIP", "VM "+outside.Ref.Value+" in vCenter \"vc-c\" (found by vCenter's search")
+		// Only the snapshot of what the inventory does not hold sees it: the inventory never reads dc-out.
+		deniedFor(t, claim(t, ip), "SharedIP", "VM "+outside.Ref.Value+" in vCenter \"vc-c\" (in a datacenter out of the config's scope)")
 	})
 	t.Run("an ESXi host's VMkernel address", func(t *testing.T) {
 		const ip = "10.40.0.8"
