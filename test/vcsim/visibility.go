@@ -112,22 +112,13 @@ func (v *VCenter) Unhide(refs ...types.ManagedObjectReference) {
 			continue
 		}
 		for _, cv := range containers {
-			if !slices.Contains(viewOf(ctx, cv), ref) && holds(ctx, cv, obj) {
-				// Not cv.PutObject: its update of the view makes the
-				// simulator re-read its filters' objects at the next poll,
-				// which drops the leaves pending for objects gone since
-				// (a VM destroyed while no poll was under way): a real
-				// vCenter reports those. The collectors are told below.
-				ctx.WithLock(cv, func() { cv.View = append(cv.View, ref) })
+			// Not cv.PutObject: see addToView.
+			if addToView(ctx, cv, obj) {
 				back = append(back, obj)
 			}
 		}
 	}
-	for _, pc := range vis.collectorsNow() {
-		for _, obj := range back {
-			pc.PutObject(ctx, obj) // an update of kind enter: the next poll reads the views again for it
-		}
-	}
+	vis.announce(ctx, back...)
 	for _, lv := range lists {
 		lv.restore(ctx, vis)
 	}
@@ -332,13 +323,34 @@ type viewKeeper struct {
 func (k *viewKeeper) Reference() types.ManagedObjectReference { return k.cv.Reference() }
 
 func (k *viewKeeper) PutObject(ctx *simulator.Context, obj mo.Reference) {
-	ref := obj.Reference()
-	if k.vis.isHidden(ctx, ref) || slices.Contains(viewOf(ctx, k.cv), ref) || !holds(ctx, k.cv, obj) {
-		return
+	if !k.vis.isHidden(ctx, obj.Reference()) && addToView(ctx, k.cv, obj) {
+		k.vis.announce(ctx, obj)
 	}
-	ctx.WithLock(k.cv, func() { k.cv.View = append(k.cv.View, ref) })
-	for _, pc := range k.vis.collectorsNow() {
-		pc.PutObject(ctx, obj)
+}
+
+// addToView adds obj to a container view that holds it by its definition
+// and does not list it yet; it reports whether it did. Not the view's own
+// PutObject: its update of the view makes the simulator re-read its
+// filters' objects at the next poll, which drops the leaves pending for
+// objects gone since (a VM destroyed while no poll was under way), where
+// a real vCenter reports them. The caller tells the collectors
+// (announce).
+func addToView(ctx *simulator.Context, cv *simulator.ContainerView, obj mo.Reference) bool {
+	ref := obj.Reference()
+	if slices.Contains(viewOf(ctx, cv), ref) || !holds(ctx, cv, obj) {
+		return false
+	}
+	ctx.WithLock(cv, func() { cv.View = append(cv.View, ref) })
+	return true
+}
+
+// announce tells every collector that waits for updates that objs entered
+// (an update of kind enter: the next poll reads the views again for them).
+func (vis *visibility) announce(ctx *simulator.Context, objs ...mo.Reference) {
+	for _, pc := range vis.collectorsNow() {
+		for _, obj := range objs {
+			pc.PutObject(ctx, obj)
+		}
 	}
 }
 

@@ -386,9 +386,6 @@ func (c *Controller) wait(name, node string, created time.Time, reason string) (
 		delete(c.pending, other)
 		c.opts.Metrics.pendingMoved(w.reason, "")
 	}
-	if ok && prev.node != node && c.waiter[prev.node] == name {
-		delete(c.waiter, prev.node) // a request's Node never changes; kept consistent all the same
-	}
 	c.pending[name] = waiting{node: node, reason: reason, created: created}
 	c.waiter[node] = name
 	c.opts.Metrics.pendingMoved(prev.reason, reason)
