@@ -54,7 +54,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"log"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -62,6 +62,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/test/controlplane"
@@ -163,6 +164,16 @@ func runAll(ctx context.Context, ccm string, keep bool, selected []string, run m
 	} else {
 		defer os.RemoveAll(work)
 	}
+	// The simulators' own log (vcsim writes through the standard logger,
+	// e.g. "open : no such file or directory" for the log of a VM it
+	// cloned) goes to the work directory, not between the figures.
+	simLog, err := os.Create(filepath.Join(work, "simulators.log"))
+	if err != nil {
+		return err
+	}
+	defer simLog.Close()
+	log.SetOutput(simLog)
+	defer log.SetOutput(os.Stderr)
 	bin, err := controlplane.Binaries(ctx, root, os.Stderr)
 	if err != nil {
 		return err

@@ -17,13 +17,35 @@ import (
 // on purpose.
 func (v *VCenter) Tag(ctx context.Context, category, tag string, objs ...types.ManagedObjectReference) error {
 	m := tags.NewManager(v.rest)
+	tagID, err := v.ensureTag(ctx, m, category, tag)
+	if err != nil {
+		return err
+	}
+	if len(objs) == 0 {
+		return nil
+	}
+	refs := make([]mo.Reference, len(objs))
+	for i := range objs {
+		refs[i] = objs[i]
+	}
+	if err := m.AttachTagToMultipleObjects(ctx, tagID, refs); err != nil {
+		return fmt.Errorf("attach %s/%s: %w", category, tag, err)
+	}
+	return nil
+}
+
+// ensureTag returns the ID of the tag, creating it and its category
+// (single cardinality) if needed, one caller at a time.
+func (v *VCenter) ensureTag(ctx context.Context, m *tags.Manager, category, tag string) (string, error) {
+	v.tagging.Lock()
+	defer v.tagging.Unlock()
 	v.mu.Lock()
 	catID, ok := v.cats[category]
 	v.mu.Unlock()
 	if !ok {
 		id, err := m.CreateCategory(ctx, &tags.Category{Name: category, Cardinality: "SINGLE"})
 		if err != nil {
-			return fmt.Errorf("create category %q: %w", category, err)
+			return "", fmt.Errorf("create category %q: %w", category, err)
 		}
 		catID = id
 		v.mu.Lock()
@@ -37,24 +59,14 @@ func (v *VCenter) Tag(ctx context.Context, category, tag string, objs ...types.M
 	if !ok {
 		id, err := m.CreateTag(ctx, &tags.Tag{Name: tag, CategoryID: catID})
 		if err != nil {
-			return fmt.Errorf("create tag %q in %q: %w", tag, category, err)
+			return "", fmt.Errorf("create tag %q in %q: %w", tag, category, err)
 		}
 		tagID = id
 		v.mu.Lock()
 		v.tags[key] = id
 		v.mu.Unlock()
 	}
-	if len(objs) == 0 {
-		return nil
-	}
-	refs := make([]mo.Reference, len(objs))
-	for i := range objs {
-		refs[i] = objs[i]
-	}
-	if err := m.AttachTagToMultipleObjects(ctx, tagID, refs); err != nil {
-		return fmt.Errorf("attach %s/%s: %w", category, tag, err)
-	}
-	return nil
+	return tagID, nil
 }
 
 // Untag detaches the tag from the objects.

@@ -205,6 +205,10 @@ type VCenter struct {
 	// visibility: what the system under test cannot see (Hide, Unhide).
 	visibility *visibility
 
+	// tagging serializes Tag's find-or-create of categories and tags:
+	// two concurrent Tags would both create one (already_exists).
+	tagging sync.Mutex
+
 	mu            sync.Mutex
 	password      string
 	failed        []time.Time
