@@ -25,6 +25,11 @@ type ServingIdentity struct {
 	// kubelet's node IP where the guest reports it and the rules allow
 	// it), never the Node's status, which the node writes itself.
 	IPs []netip.Addr
+	// NameKey is nodes.identity.nodeNameKey where the inventories follow
+	// it (client certificate approval on), "" otherwise; BoundName the
+	// Node name the VM's provisioner set there ("" none): vCenter's word,
+	// which no guest can write.
+	NameKey, BoundName string
 }
 
 // ServingIdentity finds node's VM by the BIOS UUID of its providerID
@@ -59,6 +64,13 @@ func (p *Provider) ServingIdentity(ctx context.Context, node *v1.Node) (ServingI
 		return ServingIdentity{}, fmt.Errorf("node %s (providerID %s): %w", node.Name, node.Spec.ProviderID, err)
 	}
 	out := ServingIdentity{VM: vm}
+	if id := p.cfg.Nodes.Identity; id.ApproveClientCertificates && id.NodeNameKey != "" {
+		name, known := p.inv.BoundName(vm.VCenter, vm.Ref)
+		if !known {
+			return out, fmt.Errorf("node %s: the Node name VM %s is bound to (extraConfig %s) cannot be told yet: its vCenter's inventory is not current or does not hold the VM", node.Name, vm.Location(), id.NodeNameKey)
+		}
+		out.NameKey, out.BoundName = id.NodeNameKey, name
+	}
 	if vm.ConnectionState != types.VirtualMachineConnectionStateConnected {
 		return out, fmt.Errorf("VM %s of node %s has connection state %q: its host does not answer, so what it reports is the last vCenter knew",
 			vm.Location(), node.Name, vm.ConnectionState)

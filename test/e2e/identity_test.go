@@ -188,13 +188,15 @@ func TestKubeletIdentity(t *testing.T) {
 // TestKubeletIdentityByNameKey: with nodes.identity.nodeNameKey the Node
 // name a VM may be is what its provisioner set in that extraConfig key,
 // not the VM's name: a VM named otherwise is approved for the Node its key
-// names, and initialized as it; a VM asking for its own VM name against
+// names, initialized as it, and given its serving certificate (serving
+// approval on: the binding, not the VM's or guest's name, proves the Node's
+// name); a VM asking for its own VM name against
 // its key, and one whose provisioner set no name, are denied; a Node
 // reporting a VM bound to another name is not initialized.
 func TestKubeletIdentityByNameKey(t *testing.T) {
 	t.Parallel()
 	const nameKey = "k8s.node-name"
-	h, boot, ccm := startIdentity(t, "    nodeNameKey: "+nameKey+"\n")
+	h, boot, ccm := startIdentity(t, "    nodeNameKey: "+nameKey+"\n  servingCertificates:\n    approve: true\n")
 	vms := h.fleet.VMs()
 	bind := func(vm vcsim.VM, node string) {
 		t.Helper()
@@ -214,6 +216,10 @@ func TestKubeletIdentityByNameKey(t *testing.T) {
 	asNode := vms[0]
 	asNode.Name = "worker-a"
 	h.waitInitialized(t, asNode)
+	// Its serving certificate: neither its VM's name nor its guest host
+	// name is the Node's; the provisioner's binding is.
+	serving := h.ownRequest(t, asNode)
+	h.approvedWithSANs(t, h.request(t, serving), serving)
 
 	h.expectDenied(t, boot, ccm, []deniedCase{
 		{"the VM's own name against its key", func() (*ecdsa.PrivateKey, string) {
@@ -271,13 +277,17 @@ func (h *harness) expectDenied(t *testing.T, boot kubernetes.Interface, ccm *ccm
 
 // startIdentity starts a fleet, the signer and the CCM with
 // nodes.identity on (keyPublishTimeout 5s, and more lines of the identity
-// section), its RBAC applied, and returns the harness, a bootstrap
-// token's client and the CCM.
+// section, or of nodes after it), its RBAC applied (and serving
+// certificates', if more turns their approval on), and returns the
+// harness, a bootstrap token's client and the CCM.
 func startIdentity(t *testing.T, more string) (*harness, kubernetes.Interface, *ccm) {
 	t.Helper()
 	h := setup(t)
 	h.configTail = "nodes:\n  identity:\n    approveClientCertificates: true\n    keyPublishTimeout: 5s\n" + more
 	h.writeConfig(nil)
+	if strings.Contains(more, "servingCertificates:") {
+		h.applyServingRBAC(t)
+	}
 	for _, u := range h.manifests("node-identity") {
 		_, err := h.resources(t)(u).Create(h.ctx, u, metav1.CreateOptions{})
 		must.OK(t, err)

@@ -53,6 +53,10 @@ type VM struct {
 	// Name is where it is, for messages (vCenter, datacenter and name).
 	Name      string
 	PoweredOn bool
+	// NameKey is nodes.identity.nodeNameKey when Node names are bound by
+	// it, BoundName the Node name the VM's provisioner set there ("":
+	// none). vCenter's word: no guest can write that key.
+	NameKey, BoundName string
 	// Guest is the guest's word.
 	Guest GuestReport
 }
@@ -132,9 +136,11 @@ var ErrUnknown = errors.New("cannot be told now")
 // It approves only when:
 //
 //   - the Node has this provider's providerID, no other Node claims the
-//     same VM, and the Node's name is the VM's name, its guest host name
-//     or that name's first label (a Node registered with another VM's
-//     UUID under its own name proves nothing);
+//     same VM, and the Node's name is the one its provisioner bound the VM
+//     to (nodes.identity.nodeNameKey, where the VM has it), or else the
+//     VM's name, its guest host name or that name's first label (a Node
+//     registered with another VM's UUID under its own name proves
+//     nothing);
 //   - every IP SAN is in the bounds, held by nothing in the cluster, an
 //     address this CCM computes for the VM, reported by no other VM, and
 //     found by vCenter on no other VM or ESXi host in any datacenter;
@@ -167,7 +173,16 @@ func Decide(ctx context.Context, req Request, node *v1.Node, facts Facts, cluste
 		return pending("VMPoweredOff", "the VM %s of Node %s is not powered on", vm.Name, req.Node)
 	}
 	host := vm.Guest.HostName
-	if !strings.EqualFold(req.Node, vm.VMName) && !strings.EqualFold(req.Node, host) && !strings.EqualFold(req.Node, hostnames.FirstLabel(host)) {
+	switch {
+	case vm.BoundName != "":
+		// The provisioner's binding is the VM's name for Nodes: a kubelet
+		// registered under another name (--hostname-override) is bound
+		// by it, and the VM's or guest's names prove nothing against it.
+		if !strings.EqualFold(req.Node, vm.BoundName) {
+			return deny("NodeNameNotBound", "Node %s is not the Node name %q VM %s is bound to in its extraConfig %s: the Node may have been registered with another VM's UUID",
+				req.Node, vm.BoundName, vm.Name, vm.NameKey)
+		}
+	case !strings.EqualFold(req.Node, vm.VMName) && !strings.EqualFold(req.Node, host) && !strings.EqualFold(req.Node, hostnames.FirstLabel(host)):
 		if host == "" {
 			return pending("VMNameUnknown", "Node %s is not the name of its VM %s, and the VM reports no guest host name yet", req.Node, vm.Name)
 		}

@@ -86,6 +86,12 @@ func vmOf(id, name, host string, ips ...string) VM {
 	return vm
 }
 
+// bound is vm bound to Node name by nodeNameKey k8s.node-name.
+func bound(vm VM, name string) VM {
+	vm.NameKey, vm.BoundName = "k8s.node-name", name
+	return vm
+}
+
 // TestDecide: the adversarial cases known approvers let through, each
 // denied or left pending, never approved.
 func TestDecide(t *testing.T) {
@@ -154,6 +160,12 @@ func TestDecide(t *testing.T) {
 			facts: with(vmOf("vc-a/vm-1", "worker-1", "kubernetes.default.svc", "10.0.0.5")), decision: Deny, reason: "ClusterName"},
 		{name: "a Node named by the guest's host name, not the VM's name", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1,
 			facts: with(vmOf("vc-a/vm-1", "k8s-prod-worker-1 (rhel9)", "worker-1", "10.0.0.5")), decision: Approve, reason: "Proven"},
+		{name: "nodeNameKey: a Node named as its provisioner bound the VM (--hostname-override, the VM named otherwise)", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1,
+			facts: with(bound(vmOf("vc-a/vm-1", "k8s-prod-7", "localhost", "10.0.0.5"), "worker-1")), decision: Approve, reason: "Proven"},
+		{name: "nodeNameKey: a Node named like its VM and guest, the VM bound to another Node name", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1,
+			facts: with(bound(vmOf("vc-a/vm-1", "worker-1", "worker-1", "10.0.0.5"), "worker-7")), decision: Deny, reason: "NodeNameNotBound"},
+		{name: "nodeNameKey: a VM its provisioner did not bind falls back to the VM's name", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1,
+			facts: with(bound(vmOf("vc-a/vm-1", "worker-1", "", "10.0.0.5"), "")), decision: Approve, reason: "Proven"},
 		{name: "a powered-off VM", req: Request{Node: "worker-off", IPs: []netip.Addr{ip("10.0.0.7")}}, node: node("worker-off", "vsphere://4211a1b2-0000-4000-8000-000000000007"), facts: facts, decision: Pending, reason: "VMPoweredOff"},
 		{name: "no VM for the Node", req: Request{Node: "worker-9", DNSNames: []string{"worker-9"}}, node: node("worker-9", "vsphere://4211a1b2-0000-4000-8000-000000000009"), facts: facts, decision: Deny, reason: "NoVM"},
 		{name: "a vCenter down", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1, facts: fakeFacts{vmErr: fmt.Errorf("vc-a: %w", ErrUnknown)}, decision: Pending, reason: "VMUnknown"},
