@@ -432,7 +432,7 @@ func checkStart(cfg *config.Config, controllers []string, nodeLabels map[string]
 		if err := needsNodeTopology(cfg); err != nil {
 			return nil, fmt.Errorf("%w: add %s to --controllers (or use --controllers=*), or remove the field", err, nodetopology.Name)
 		}
-		warnings = append(warnings, fmt.Sprintf("--controllers=%s leaves out %s: Nodes waiting for a vCenter that returns wait for the framework's per-Node retry (tens of seconds) instead of being initialized within seconds, placement and drift are not followed after initialization, and the record of each Node's VM (label vsphere.vsphere-ccm.io/vm) is neither written on Nodes another CCM initialized nor kept current, so those Nodes are never deleted for a missing VM; add it to the list to keep them",
+		warnings = append(warnings, fmt.Sprintf("--controllers=%s leaves out %s: Nodes waiting for a vCenter that returns wait for the framework's per-Node retry (tens of seconds) instead of being initialized within seconds, placement and drift are not followed after initialization, a guest's new address waits for the node status pass, and the record of each Node's VM (label vsphere.vsphere-ccm.io/vm) is neither written on Nodes another CCM initialized nor kept current, so those Nodes are never deleted for a missing VM; add it to the list to keep them",
 			strings.Join(controllers, ","), nodetopology.Name))
 	}
 	if cfg.Nodes.AdoptUntainted && !genericcontrollermanager.IsControllerEnabled(names.CloudNodeController, app.ControllersDisabledByDefault, controllers) {

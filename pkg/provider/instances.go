@@ -162,6 +162,22 @@ func (p *Provider) locate(ctx context.Context, node *v1.Node) (inventory.VM, top
 	return vm, topo, nil
 }
 
+// nodeAddresses computes the addresses InstanceMetadata gives node when
+// vm is its VM: the address rules over what its guest reports, the
+// kubelet's node IP, the serving host name rule. It has no effects and
+// makes no request.
+func (p *Provider) nodeAddresses(node *v1.Node, vm inventory.VM) ([]v1.NodeAddress, error) {
+	vc, _ := p.cfg.VCenter(vm.VCenter)
+	addrs, err := Addresses(vm, p.cfg.Nodes, vc.IPFamilies)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	if addrs, err = withNodeIPs(node, vm, addrs, p.cfg.Nodes, vc.IPFamilies); err != nil {
+		return nil, err
+	}
+	return servingHostname(node, addrs, p.cfg.Nodes.ServingCertificates), nil
+}
+
 // metadata finds node's VM and computes its metadata; it has no effects.
 func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, inventory.VM, topology.Result, error) {
 	vm, topo, err := p.locate(ctx, node)
@@ -171,15 +187,10 @@ func (p *Provider) metadata(ctx context.Context, node *v1.Node) (*cloudprovider.
 	if err := p.checkIdentity(node, vm); err != nil {
 		return nil, vm, topo, err
 	}
-	vc, _ := p.cfg.VCenter(vm.VCenter)
-	addrs, err := Addresses(vm, p.cfg.Nodes, vc.IPFamilies)
+	addrs, err := p.nodeAddresses(node, vm)
 	if err != nil {
-		return nil, vm, topo, fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	if addrs, err = withNodeIPs(node, vm, addrs, p.cfg.Nodes, vc.IPFamilies); err != nil {
 		return nil, vm, topo, err
 	}
-	addrs = servingHostname(node, addrs, p.cfg.Nodes.ServingCertificates)
 	id := node.Spec.ProviderID // immutable once set: answered as it is, as the reference does
 	if id == "" {
 		id = p.providerID(vm)

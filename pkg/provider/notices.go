@@ -31,6 +31,10 @@ type Observation struct {
 	// initialized Node that no longer match its VM: always to be patched
 	// (Now "" removes the label).
 	PlacementLabels []Drift
+	// Addresses are the addresses InstanceMetadata gives the Node now, for
+	// an initialized Node whose addresses can be computed (nil otherwise):
+	// what the framework's node status pass would write.
+	Addresses []v1.NodeAddress
 }
 
 // Observe finds node's VM and compares its topology with the Node's
@@ -51,7 +55,11 @@ func (p *Provider) Observe(ctx context.Context, node *v1.Node) (Observation, err
 		return Observation{VM: vm, PlacementLabels: placementDriftOf(nodeLabels{name: node.Name, labels: node.Labels, uninitialized: hasUninitializedTaint(node)},
 			vm.VCenter, recordWanted(vm))}, err
 	}
-	return Observation{VM: vm, Topology: res, Drift: p.nodeDriftOf(node, vm, res),
+	var addrs []v1.NodeAddress
+	if !hasUninitializedTaint(node) && node.Spec.ProviderID != "" {
+		addrs, _ = p.nodeAddresses(node, vm) // an error: the framework's pass writes none either
+	}
+	return Observation{VM: vm, Topology: res, Drift: p.nodeDriftOf(node, vm, res), Addresses: addrs,
 		Relabel: p.cfg.Labels.OnDrift == config.DriftRelabel, Taint: p.cfg.Labels.OnDrift == config.DriftTaint,
 		PlacementLabels: placementDriftOf(nodeLabels{name: node.Name, labels: node.Labels, uninitialized: hasUninitializedTaint(node)},
 			vm.VCenter, p.placementWanted(node, vm))}, nil

@@ -378,6 +378,9 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 		}
 		klog.FromContext(ctx).V(2).Info("Placement labels updated", "node", node.Name, "labels", obs.PlacementLabels)
 	}
+	if _, err := c.syncAddresses(ctx, node, obs.Addresses); err != nil {
+		return err
+	}
 	if obs.Taint {
 		if err := c.syncZoneMove(ctx, node, obs.Drift); err != nil {
 			c.report(node, obs, false)

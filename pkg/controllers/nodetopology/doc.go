@@ -4,7 +4,9 @@
 // fed by a Node informer and by the provider's change notifications (the
 // inventory sees a VM restarted on another site, a DRS group change or a
 // tag refresh at once), and it makes every Node write of this CCM beyond
-// the framework's: the relabel of drifted zone and region labels
+// the framework's: the Node's addresses as soon as the inventory sees a
+// guest's new one (addresses.go: what the framework's status pass would
+// write, and only when it would), the relabel of drifted zone and region labels
 // (labels.onDrift: relabel), the zone-moved taint (labels.onDrift: taint),
 // the placement labels (labels.placement), the out-of-service taint on a
 // proven power-off (nodes.outOfService). It also has the framework
