@@ -7,7 +7,7 @@ GO ?= go
 # machine (golang/go#75804, fixed in Go 1.27). FUZZTIME=1m still works.
 FUZZTIME ?= 50000x
 # Every fuzz target, as package:Target.
-FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/config:FuzzNoSecretEcho ./pkg/credentials:FuzzParseData ./pkg/providerid:FuzzUUID ./pkg/labelvalue:FuzzOf ./pkg/guestinfo:FuzzStaticOrder ./pkg/controllers/servingcsr:FuzzInspect ./pkg/inventory:FuzzParseUUID ./pkg/memlimit:FuzzParseCgroupLimit ./pkg/collectorxml:FuzzDecode
+FUZZ_TARGETS := ./pkg/config:FuzzParseYAML ./pkg/config:FuzzParseINI ./pkg/config:FuzzNoSecretEcho ./pkg/credentials:FuzzParseData ./pkg/providerid:FuzzUUID ./pkg/labelvalue:FuzzOf ./pkg/guestinfo:FuzzStaticOrder ./pkg/controllers/servingcsr:FuzzInspect ./pkg/controllers/nodetopology:FuzzAddressesAsTheFramework ./pkg/inventory:FuzzParseUUID ./pkg/memlimit:FuzzParseCgroupLimit ./pkg/collectorxml:FuzzDecode
 
 .PHONY: all build image test unit parity e2e soak control-plane demo fuzz rules bench lint fmt clean
 

@@ -30,6 +30,9 @@ type ServingIdentity struct {
 	// Node name the VM's provisioner set there ("" none): vCenter's word,
 	// which no guest can write.
 	NameKey, BoundName string
+	// BoundVMs is how many VMs, in every vCenter, hold BoundName in
+	// NameKey (a clone copies extraConfig): a name binds one VM.
+	BoundVMs int
 }
 
 // ServingIdentity finds node's VM by the BIOS UUID of its providerID
@@ -70,6 +73,13 @@ func (p *Provider) ServingIdentity(ctx context.Context, node *v1.Node) (ServingI
 			return out, fmt.Errorf("node %s: the Node name VM %s is bound to (extraConfig %s) cannot be told yet: its vCenter's inventory is not current or does not hold the VM", node.Name, vm.Location(), id.NodeNameKey)
 		}
 		out.NameKey, out.BoundName = id.NodeNameKey, name
+		if name != "" {
+			vms, err := p.inv.BoundTo(name)
+			if err != nil {
+				return out, fmt.Errorf("node %s: which VMs are bound to Node name %q (extraConfig %s) cannot be told yet: %w", node.Name, name, id.NodeNameKey, err)
+			}
+			out.BoundVMs = len(vms)
+		}
 	}
 	if vm.ConnectionState != types.VirtualMachineConnectionStateConnected {
 		return out, fmt.Errorf("VM %s of node %s has connection state %q: its host does not answer, so what it reports is the last vCenter knew",

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -20,7 +22,9 @@ import (
 // poll. syncAddresses writes them as soon as the controller observes the
 // Node: exactly what that pass would write (FrameworkAddresses), only
 // when that pass would write (it detects a change) and the addresses
-// differ. The pass then finds them current and writes nothing new.
+// differ, at most once per AddressPace. The pass then writes nothing new
+// (it still sends its empty patch for a Node with two addresses of one
+// type, as it always does: its test keeps one address per type).
 
 // FrameworkAddresses is what cloud-provider's node controller
 // (updateNodeAddress, k8s.io/cloud-provider v0.37) makes of the addresses
@@ -76,25 +80,88 @@ func addressesDue(node *v1.Node, want []v1.NodeAddress) bool {
 	return !equality.Semantic.DeepEqual(node.Status.Addresses, want) && frameworkSeesChange(node.Status.Addresses, want)
 }
 
+// AddressPace is the least time between two address writes of one Node
+// by this controller: a guest that changes its addresses at will, or a
+// kubelet that writes its own (one not run with --cloud-provider=external
+// on an initialized Node), makes at most one write per pace, not one per
+// inventory change. A change within the pace is written when it ends.
+const AddressPace = 30 * time.Second
+
+// addressWrites records each Node's last address write by this
+// controller. Workers share it; the queue hands each Node to one worker at
+// a time.
+type addressWrites struct {
+	mu   sync.Mutex
+	last map[string]addressWrite
+}
+
+// addressWrite is one write: when, and the resource version of the Node
+// it was computed from ("" after a failed write). A lister copy still at
+// that version predates the write (the informer has not delivered it):
+// its addresses are not compared, so the write is not made twice.
+type addressWrite struct {
+	at   time.Time
+	from string
+}
+
+func (w *addressWrites) get(node string) (addressWrite, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.last[node]
+	return r, ok
+}
+
+func (w *addressWrites) put(node string, r addressWrite) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last == nil {
+		w.last = map[string]addressWrite{}
+	}
+	w.last[node] = r
+}
+
+func (w *addressWrites) forget(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.last, node)
+}
+
+// staleRecheck is when a Node seen at the version a write was computed
+// from is looked at again: the informer delivers the write within
+// milliseconds, and a change made meanwhile is not lost.
+const staleRecheck = time.Second
+
 // syncAddresses writes node's addresses from cloud (Observation.Addresses)
 // when they are due, as the framework writes them (a strategic merge patch
-// of status). It reports whether it wrote.
-func (c *Controller) syncAddresses(ctx context.Context, node *v1.Node, cloud []v1.NodeAddress) (bool, error) {
+// of status), at most once per AddressPace. It returns when to look at the
+// Node again (0: on a change only).
+func (c *Controller) syncAddresses(ctx context.Context, node *v1.Node, cloud []v1.NodeAddress) (time.Duration, error) {
 	want, ok, err := FrameworkAddresses(node, cloud)
 	if err != nil {
 		// The framework logs the same and writes nothing.
 		klog.FromContext(ctx).V(4).Info("Node addresses not updated", "node", node.Name, "err", err)
-		return false, nil
+		return 0, nil
 	}
 	if !ok || !addressesDue(node, want) {
-		return false, nil
+		return 0, nil
+	}
+	now := c.opts.Clock.Now()
+	if last, ok := c.addresses.get(node.Name); ok {
+		if last.from != "" && last.from == node.ResourceVersion {
+			return staleRecheck, nil
+		}
+		if wait := last.at.Add(AddressPace).Sub(now); wait > 0 {
+			return wait, nil
+		}
 	}
 	updated := node.DeepCopy()
 	updated.Status.Addresses = want
 	if _, _, err := nodeutil.PatchNodeStatus(c.kube.CoreV1(), types.NodeName(node.Name), node, updated); err != nil {
-		return false, fmt.Errorf("node %s: addresses: %w", node.Name, err)
+		c.addresses.put(node.Name, addressWrite{at: now}) // tried again after the pace, not at every change
+		return AddressPace, fmt.Errorf("node %s: addresses: %w", node.Name, err)
 	}
+	c.addresses.put(node.Name, addressWrite{at: now, from: node.ResourceVersion})
 	c.opts.Metrics.addressesUpdated()
 	klog.FromContext(ctx).V(2).Info("Node addresses updated", "node", node.Name, "addresses", want)
-	return true, nil
+	return 0, nil
 }

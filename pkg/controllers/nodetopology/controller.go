@@ -141,6 +141,8 @@ type Controller struct {
 	reported map[string]bool
 	// untainted are the Nodes that joined without the taint (untainted.go).
 	untainted untainted
+	// addresses records the address writes (addresses.go).
+	addresses addressWrites
 }
 
 // The back-off of a retry annotation the API server refused (forbidden,
@@ -338,28 +340,39 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, err
 	}
 	var errs []error
-	if err := c.syncTopology(ctx, node); err != nil {
+	after, err := c.syncTopology(ctx, node)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	var after time.Duration
 	if c.opts.OutOfService.Enabled {
-		if after, err = c.syncOutOfService(ctx, node); err != nil {
+		oosAfter, err := c.syncOutOfService(ctx, node)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		after = sooner(after, oosAfter)
 	}
 	return after, errors.Join(errs...)
 }
 
+// sooner is the sooner of two delays, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
 // syncTopology observes one Node's placement, relabels it where the
-// policy says so, and reports.
-func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
+// policy says so, reports, and writes its addresses when they changed; it
+// returns when to look at the Node again (0: on a change only).
+func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) (time.Duration, error) {
 	if provider.HasUninitializedTaint(node) {
 		// The framework's node controller initializes it (and reports why
 		// it cannot); observed once it is, with its labels to compare.
-		return nil
+		return 0, nil
 	}
 	if provider.JoinedWithoutTaint(node) {
-		return c.syncUntainted(ctx, node)
+		return 0, c.syncUntainted(ctx, node)
 	}
 	c.opts.Metrics.setUntainted(c.untainted.set(node.Name, false))
 	obs, err := c.topo.Observe(ctx, node)
@@ -367,19 +380,25 @@ func (c *Controller) syncTopology(ctx context.Context, node *v1.Node) error {
 		klog.FromContext(ctx).V(4).Info("Node not observed", "node", node.Name, "err", err)
 		if len(obs.PlacementLabels) > 0 { // the record of its VM, found though its topology is not
 			if err := PatchPlacement(ctx, c.kube, obs.PlacementLabels); err != nil {
-				return fmt.Errorf("the record of the Node's VM: %w", err)
+				return 0, fmt.Errorf("the record of the Node's VM: %w", err)
 			}
 		}
-		return nil
+		return 0, nil
 	}
+	// Neither part holds the other back: a refused address write does not
+	// stop the labels, taints and reports.
+	after, addrErr := c.syncAddresses(ctx, node, obs.Addresses)
+	return after, errors.Join(c.applyObservation(ctx, node, obs), addrErr)
+}
+
+// applyObservation writes the placement labels, the zone-moved taint and
+// the relabel the Observation calls for, and reports it.
+func (c *Controller) applyObservation(ctx context.Context, node *v1.Node, obs provider.Observation) error {
 	if len(obs.PlacementLabels) > 0 {
 		if err := PatchPlacement(ctx, c.kube, obs.PlacementLabels); err != nil {
 			return fmt.Errorf("placement labels: %w", err)
 		}
 		klog.FromContext(ctx).V(2).Info("Placement labels updated", "node", node.Name, "labels", obs.PlacementLabels)
-	}
-	if _, err := c.syncAddresses(ctx, node, obs.Addresses); err != nil {
-		return err
 	}
 	if obs.Taint {
 		if err := c.syncZoneMove(ctx, node, obs.Drift); err != nil {

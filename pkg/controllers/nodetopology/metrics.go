@@ -62,7 +62,7 @@ func NewMetrics() *Metrics {
 			StabilityLevel: metrics.ALPHA}),
 		addresses: metrics.NewCounter(&metrics.CounterOpts{Namespace: namespace, Name: "node_address_updates_total",
 			Help: "Node address updates written as soon as the inventory saw the change (a guest's new address), ahead of the framework's node status pass, " +
-				"which then finds them current: what that pass would write, and only when it would.",
+				"which then writes nothing new: what that pass would write, only when an address changed, at most once per 30 s per Node.",
 			StabilityLevel: metrics.ALPHA}),
 	}
 }

@@ -86,6 +86,7 @@ func (c *Controller) report(node *v1.Node, obs provider.Observation, relabelled 
 
 // forget drops what the controller keeps about a deleted Node.
 func (c *Controller) forget(node string) {
+	c.addresses.forget(node)
 	c.opts.Metrics.setUntainted(c.untainted.set(node, false))
 	c.opts.Metrics.setDrifted(c.drifts.set(node, nil), c.opts.VCenters)
 	c.oos.put(node, record{})

@@ -55,8 +55,10 @@ type VM struct {
 	PoweredOn bool
 	// NameKey is nodes.identity.nodeNameKey when Node names are bound by
 	// it, BoundName the Node name the VM's provisioner set there ("":
-	// none). vCenter's word: no guest can write that key.
+	// none), BoundVMs how many VMs hold that name there (a clone copies
+	// it). vCenter's word: no guest can write that key.
 	NameKey, BoundName string
+	BoundVMs           int
 	// Guest is the guest's word.
 	Guest GuestReport
 }
@@ -137,9 +139,9 @@ var ErrUnknown = errors.New("cannot be told now")
 //
 //   - the Node has this provider's providerID, no other Node claims the
 //     same VM, and the Node's name is the one its provisioner bound the VM
-//     to (nodes.identity.nodeNameKey, where the VM has it), or else the
-//     VM's name, its guest host name or that name's first label (a Node
-//     registered with another VM's UUID under its own name proves
+//     to, and no other VM to (with nodes.identity.nodeNameKey), or else
+//     the VM's name, its guest host name or that name's first label (a
+//     Node registered with another VM's UUID under its own name proves
 //     nothing);
 //   - every IP SAN is in the bounds, held by nothing in the cluster, an
 //     address this CCM computes for the VM, reported by no other VM, and
@@ -174,13 +176,23 @@ func Decide(ctx context.Context, req Request, node *v1.Node, facts Facts, cluste
 	}
 	host := vm.Guest.HostName
 	switch {
-	case vm.BoundName != "":
+	case vm.NameKey != "" && vm.BoundName == "":
+		// Node names are bound by the key, as at initialization and for
+		// client certificates: the VM's or guest's names prove nothing (a
+		// kubelet may register any VM's UUID with --provider-id).
+		return pending("VMHasNoNodeName", "VM %s of Node %s has no Node name in its extraConfig %s: with nodes.identity.nodeNameKey a Node's name is the one its provisioner bound the VM to",
+			vm.Name, req.Node, vm.NameKey)
+	case vm.NameKey != "":
 		// The provisioner's binding is the VM's name for Nodes: a kubelet
 		// registered under another name (--hostname-override) is bound
 		// by it, and the VM's or guest's names prove nothing against it.
 		if !strings.EqualFold(req.Node, vm.BoundName) {
 			return deny("NodeNameNotBound", "Node %s is not the Node name %q VM %s is bound to in its extraConfig %s: the Node may have been registered with another VM's UUID",
 				req.Node, vm.BoundName, vm.Name, vm.NameKey)
+		}
+		if vm.BoundVMs > 1 {
+			return deny("SeveralVMsNamedNode", "%d VMs hold Node name %q in their extraConfig %s (a clone copies it): a name binds one VM; clear or change the key on the VMs that are not this Node",
+				vm.BoundVMs, vm.BoundName, vm.NameKey)
 		}
 	case !strings.EqualFold(req.Node, vm.VMName) && !strings.EqualFold(req.Node, host) && !strings.EqualFold(req.Node, hostnames.FirstLabel(host)):
 		if host == "" {

@@ -86,9 +86,19 @@ func vmOf(id, name, host string, ips ...string) VM {
 	return vm
 }
 
-// bound is vm bound to Node name by nodeNameKey k8s.node-name.
+// bound is vm bound to Node name by nodeNameKey k8s.node-name (alone).
 func bound(vm VM, name string) VM {
 	vm.NameKey, vm.BoundName = "k8s.node-name", name
+	if name != "" {
+		vm.BoundVMs = 1
+	}
+	return vm
+}
+
+// boundTwice is vm bound to Node name, and a clone of it too.
+func boundTwice(vm VM, name string) VM {
+	vm = bound(vm, name)
+	vm.BoundVMs = 2
 	return vm
 }
 
@@ -164,8 +174,10 @@ func TestDecide(t *testing.T) {
 			facts: with(bound(vmOf("vc-a/vm-1", "k8s-prod-7", "localhost", "10.0.0.5"), "worker-1")), decision: Approve, reason: "Proven"},
 		{name: "nodeNameKey: a Node named like its VM and guest, the VM bound to another Node name", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1,
 			facts: with(bound(vmOf("vc-a/vm-1", "worker-1", "worker-1", "10.0.0.5"), "worker-7")), decision: Deny, reason: "NodeNameNotBound"},
-		{name: "nodeNameKey: a VM its provisioner did not bind falls back to the VM's name", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1,
-			facts: with(bound(vmOf("vc-a/vm-1", "worker-1", "", "10.0.0.5"), "")), decision: Approve, reason: "Proven"},
+		{name: "nodeNameKey: a VM its provisioner did not bind, named like the Node (a kubelet's own --provider-id)", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1,
+			facts: with(bound(vmOf("vc-a/vm-1", "worker-1", "worker-1", "10.0.0.5"), "")), decision: Pending, reason: "VMHasNoNodeName"},
+		{name: "nodeNameKey: the Node's name bound to two VMs (a clone)", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1,
+			facts: with(boundTwice(vmOf("vc-a/vm-1", "k8s-prod-7", "", "10.0.0.5"), "worker-1")), decision: Deny, reason: "SeveralVMsNamedNode"},
 		{name: "a powered-off VM", req: Request{Node: "worker-off", IPs: []netip.Addr{ip("10.0.0.7")}}, node: node("worker-off", "vsphere://4211a1b2-0000-4000-8000-000000000007"), facts: facts, decision: Pending, reason: "VMPoweredOff"},
 		{name: "no VM for the Node", req: Request{Node: "worker-9", DNSNames: []string{"worker-9"}}, node: node("worker-9", "vsphere://4211a1b2-0000-4000-8000-000000000009"), facts: facts, decision: Deny, reason: "NoVM"},
 		{name: "a vCenter down", req: req([]string{"worker-1"}, "10.0.0.5"), node: w1, facts: fakeFacts{vmErr: fmt.Errorf("vc-a: %w", ErrUnknown)}, decision: Pending, reason: "VMUnknown"},

@@ -70,7 +70,7 @@ func (f ProviderFacts) NodeVM(ctx context.Context, node *v1.Node) (VM, error) {
 	}
 	return VM{ID: vmID(id.VM.VCenter, id.VM.Ref), VMName: id.VM.Name, Name: id.VM.Location(),
 		PoweredOn: id.VM.PowerState == types.VirtualMachinePowerStatePoweredOn,
-		NameKey:   id.NameKey, BoundName: id.BoundName,
+		NameKey:   id.NameKey, BoundName: id.BoundName, BoundVMs: id.BoundVMs,
 		Guest: GuestReport{Addresses: id.IPs, HostName: id.VM.GuestHostname}}, nil
 }
 
