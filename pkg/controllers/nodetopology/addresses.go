@@ -84,7 +84,9 @@ func addressesDue(node *v1.Node, want []v1.NodeAddress) bool {
 // by this controller: a guest that changes its addresses at will, or a
 // kubelet that writes its own (one not run with --cloud-provider=external
 // on an initialized Node), makes at most one write per pace, not one per
-// inventory change. A change within the pace is written when it ends.
+// inventory change. A change within the pace is written when it ends. A
+// Node first seen wanting a write waits a pace too: the framework's node
+// controller writes a new Node's addresses right after initializing it.
 const AddressPace = 30 * time.Second
 
 // addressWrites records each Node's last address write by this
@@ -146,13 +148,20 @@ func (c *Controller) syncAddresses(ctx context.Context, node *v1.Node, cloud []v
 		return 0, nil
 	}
 	now := c.opts.Clock.Now()
-	if last, ok := c.addresses.get(node.Name); ok {
-		if last.from != "" && last.from == node.ResourceVersion {
-			return staleRecheck, nil
-		}
-		if wait := last.at.Add(AddressPace).Sub(now); wait > 0 {
-			return wait, nil
-		}
+	last, seen := c.addresses.get(node.Name)
+	if !seen {
+		// First seen wanting a write: a Node just initialized, whose
+		// addresses the framework's node controller writes itself right
+		// after (or this process just started). Its pace starts now, so
+		// that the two do not both write them.
+		c.addresses.put(node.Name, addressWrite{at: now})
+		return AddressPace, nil
+	}
+	if last.from != "" && last.from == node.ResourceVersion {
+		return staleRecheck, nil
+	}
+	if wait := last.at.Add(AddressPace).Sub(now); wait > 0 {
+		return wait, nil
 	}
 	updated := node.DeepCopy()
 	updated.Status.Addresses = want
