@@ -12,6 +12,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	cloudnodeutil "k8s.io/cloud-provider/node/helpers"
 
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeaddresses"
 	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/provider"
 )
 
@@ -140,7 +141,7 @@ func Compare(node *v1.Node, md *cloudprovider.InstanceMetadata, err error, kept 
 		}
 	}
 	if cur, would := addresses(node.Status.Addresses), addresses(onNode); node.Spec.ProviderID != "" && cur != would {
-		if addressesChangeDetected(node.Status.Addresses, onNode) {
+		if nodeaddresses.ChangeDetected(node.Status.Addresses, onNode) {
 			add("addresses", cur, would, Changes,
 				"the node controller replaces the addresses on its next status pass: check the nodes.* address rules (subnets, VM networks, ipFamily) if this is not intended")
 		} else {
@@ -159,26 +160,6 @@ func addresses(as []v1.NodeAddress) string {
 		out = append(out, string(a.Type)+"="+a.Address)
 	}
 	return strings.Join(out, ",")
-}
-
-// addressesChangeDetected is what k8s.io/cloud-provider's node controller
-// (v0.37, nodeAddressesChangeDetected) counts as a change of a Node's
-// addresses, which it then writes: another length, or an address of
-// would that is not the last address of its type in current.
-func addressesChangeDetected(current, would []v1.NodeAddress) bool {
-	if len(current) != len(would) {
-		return true
-	}
-	last := map[v1.NodeAddressType]string{}
-	for _, a := range current {
-		last[a.Type] = a.Address
-	}
-	for _, a := range would {
-		if last[a.Type] != a.Address {
-			return true
-		}
-	}
-	return false
 }
 
 // Blocks reports whether any difference blocks the switch.

@@ -3,81 +3,33 @@ package nodetopology
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
-	cloudproviderapi "k8s.io/cloud-provider/api"
-	cloudnodeutil "k8s.io/cloud-provider/node/helpers"
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
+
+	"github.com/vsphere-ccm/vsphere-cloud-controller-manager/pkg/nodeaddresses"
 )
 
 // The framework's node controller writes a Node's addresses only at its
 // node status pass (--node-status-update-frequency, 5 minutes by
 // default), though the inventory sees a guest's new address within a long
 // poll. syncAddresses writes them as soon as the controller observes the
-// Node: exactly what that pass would write (FrameworkAddresses), only
+// Node: exactly what that pass would write (nodeaddresses.Framework), only
 // when that pass would write (it detects a change) and the addresses
 // differ, at most once per AddressPace. The pass then writes nothing new
 // (it still sends its empty patch for a Node with two addresses of one
 // type, as it always does: its test keeps one address per type).
 
-// FrameworkAddresses is what cloud-provider's node controller
-// (updateNodeAddress, k8s.io/cloud-provider v0.37) makes of the addresses
-// InstanceMetadata gives node: the Node's own Hostname address added when
-// the provider gives none, and the kubelet's --node-ip (the
-// alpha.kubernetes.io/provided-node-ip annotation) applied by the
-// framework's own helper. ok is false where the framework writes nothing:
-// no address given, or a node IP the addresses do not hold.
-func FrameworkAddresses(node *v1.Node, cloud []v1.NodeAddress) (addrs []v1.NodeAddress, ok bool, err error) {
-	if len(cloud) == 0 {
-		return nil, false, nil
-	}
-	addrs = slices.Clone(cloud)
-	if !slices.ContainsFunc(addrs, func(a v1.NodeAddress) bool { return a.Type == v1.NodeHostName }) {
-		for _, a := range node.Status.Addresses {
-			if a.Type == v1.NodeHostName {
-				addrs = append(addrs, a)
-			}
-		}
-	}
-	if ip, has := node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]; has {
-		if addrs, err = cloudnodeutil.GetNodeAddressesFromNodeIP(ip, addrs); err != nil {
-			return nil, false, err
-		}
-	}
-	return addrs, true, nil
-}
-
-// frameworkSeesChange is the framework's test (nodeAddressesChangeDetected):
-// a different count, or an address whose type maps to another address.
-// With two addresses of one type it always sees a change; the exact
-// comparison in addressesDue keeps that from making a write.
-func frameworkSeesChange(old, now []v1.NodeAddress) bool {
-	if len(old) != len(now) {
-		return true
-	}
-	byType := map[v1.NodeAddressType]string{}
-	for _, a := range old {
-		byType[a.Type] = a.Address
-	}
-	for _, a := range now {
-		if byType[a.Type] != a.Address {
-			return true
-		}
-	}
-	return false
-}
-
 // addressesDue says whether node's addresses are to be written as want:
 // they differ, and the framework's pass would write them too (so a mere
 // reordering it ignores is not written either).
 func addressesDue(node *v1.Node, want []v1.NodeAddress) bool {
-	return !equality.Semantic.DeepEqual(node.Status.Addresses, want) && frameworkSeesChange(node.Status.Addresses, want)
+	return !equality.Semantic.DeepEqual(node.Status.Addresses, want) && nodeaddresses.ChangeDetected(node.Status.Addresses, want)
 }
 
 // AddressPace is the least time between two address writes of one Node
@@ -138,7 +90,7 @@ const staleRecheck = time.Second
 // of status), at most once per AddressPace. It returns when to look at the
 // Node again (0: on a change only).
 func (c *Controller) syncAddresses(ctx context.Context, node *v1.Node, cloud []v1.NodeAddress) (time.Duration, error) {
-	want, ok, err := FrameworkAddresses(node, cloud)
+	want, ok, err := nodeaddresses.Framework(node, cloud)
 	if err != nil {
 		// The framework logs the same and writes nothing.
 		klog.FromContext(ctx).V(4).Info("Node addresses not updated", "node", node.Name, "err", err)
